@@ -1,0 +1,104 @@
+"""What every subcommand shares: consoles, error handling, progress bars, JSON output.
+
+Subcommands live in `chakra/commands/<name>.py`, each with `register(app)`; `chakra/cli.py` wires
+them. A subcommand body runs inside `handle_errors()`, so a ChakraError becomes one red line on
+stderr and exit code 1 (the traceback only with `--debug` or CHAKRA_DEBUG=1).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from chakra.errors import ChakraError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class State:
+    debug: bool = bool(os.environ.get("CHAKRA_DEBUG"))
+    quiet: bool = False
+
+
+state = State()
+
+# Reusable option declarations so every subcommand spells them the same way.
+QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+
+
+@contextmanager
+def handle_errors() -> Iterator[None]:
+    """Turn user errors into one line + exit 1; keep tracebacks for --debug."""
+    try:
+        yield
+    except ChakraError as exc:
+        if state.debug:
+            raise
+        err_console.print(f"[bold red]error:[/] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/]")
+        raise typer.Exit(130) from None
+    except (BrokenPipeError, MemoryError) as exc:
+        if state.debug:
+            raise
+        err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {_escape(str(exc))}")
+        raise typer.Exit(1) from None
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def info(message: str, quiet: bool = False) -> None:
+    """An informational line on stderr (silenced by -q)."""
+    if not (quiet or state.quiet):
+        err_console.print(message, highlight=False)
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {_escape(message)}", highlight=False)
+
+
+def print_json(obj: Any) -> None:
+    """JSON on stdout (orjson: fast, handles 64-bit ints and numpy scalars)."""
+    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.flush()
+
+
+def make_progress(quiet: bool = False, transient: bool = True) -> Progress:
+    """A rich progress bar on stderr; disabled with -q or when stderr is not a terminal... still cheap."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=transient,
+        disable=quiet or state.quiet,
+    )
+
+
+def fmt_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -1,0 +1,1 @@
+"""One module per `chakra` subcommand; each defines `register(app: typer.Typer)`."""

@@ -1,0 +1,47 @@
+"""Error types. The CLI prints any ChakraError as one red line (no traceback unless --debug)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+
+class ChakraError(Exception):
+    """Base for every error caused by the user's input, files or options (exit code 1)."""
+
+
+class TraceFormatError(ChakraError):
+    """A file does not hold what its format promises; the message names file, record and offset."""
+
+    def __init__(
+        self,
+        path: Union[str, Path, None],
+        message: str,
+        *,
+        index: Optional[int] = None,
+        offset: Optional[int] = None,
+        line: Optional[int] = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.index = index
+        self.offset = offset
+        self.line = line
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if index is not None:
+            where.append(f"message {index}")
+        if offset is not None:
+            where.append(f"byte offset {offset}")
+        prefix = self.path or "<input>"
+        if where:
+            prefix += f" ({', '.join(where)})"
+        super().__init__(f"{prefix}: {message}")
+
+
+class InputError(ChakraError):
+    """Bad arguments: missing files, prefixes that match nothing, ranks that do not pair."""
+
+
+class ConfigError(ChakraError):
+    """A simulator or converter configuration file is malformed or inconsistent."""

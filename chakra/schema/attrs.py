@@ -1,0 +1,193 @@
+"""Conventional attributes: the names simulators read and the oneof arm each must be written in.
+
+The proto defines none of these names; they are the de-facto contract with ASTRA-sim and the
+official ETFeeder, which read exactly one arm per name and silently get 0 from any other arm
+(official-chakra.md §1.3). So writers always go through `set_attr`, which uses the conventional
+arm; readers go through `get_attr`, which accepts any arm (other producers are not so careful).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
+
+from chakra.schema import et_def_pb2 as pb
+
+Message = Union[pb.Node, pb.GlobalMetadata]
+
+#: name -> the oneof arm consumers read.
+CONVENTIONS: dict[str, str] = {
+    "is_cpu_op": "bool_val",
+    "num_ops": "int64_val",
+    "tensor_size": "uint64_val",
+    "comm_type": "int64_val",
+    "comm_size": "int64_val",
+    "comm_src": "int32_val",
+    "comm_dst": "int32_val",
+    "comm_tag": "int32_val",
+    "comm_priority": "int32_val",
+    "pg_name": "string_val",
+    "involved_dim": "bool_list",
+    "rf_id": "int64_val",
+    "fw_parent": "int64_val",
+    "seq_id": "int64_val",
+    "scope": "int64_val",
+    "tid": "int64_val",
+    "fw_tid": "int64_val",
+    "op_schema": "string_val",
+    "stream": "int64_val",
+}
+
+SCALAR_ARMS = (
+    "double_val",
+    "float_val",
+    "int32_val",
+    "int64_val",
+    "uint32_val",
+    "uint64_val",
+    "sint32_val",
+    "sint64_val",
+    "fixed32_val",
+    "fixed64_val",
+    "sfixed32_val",
+    "sfixed64_val",
+    "bool_val",
+    "string_val",
+    "bytes_val",
+)
+LIST_ARMS = tuple(a.replace("_val", "_list") for a in SCALAR_ARMS)
+ALL_ARMS = SCALAR_ARMS + LIST_ARMS
+NUMERIC_ARMS = frozenset(a for a in SCALAR_ARMS if a not in ("string_val", "bytes_val"))
+INT_ARMS = frozenset(NUMERIC_ARMS - {"double_val", "float_val", "bool_val"})
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64_MAX = 2**64 - 1
+
+
+def infer_arm(value: Any) -> str:
+    """The arm an unconventional attribute gets from its Python type."""
+    if isinstance(value, bool):
+        return "bool_val"
+    if isinstance(value, int):
+        return "uint64_val" if value > _INT64[1] else "int64_val"
+    if isinstance(value, float):
+        return "double_val"
+    if isinstance(value, str):
+        return "string_val"
+    if isinstance(value, (bytes, bytearray)):
+        return "bytes_val"
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+        if all(isinstance(v, bool) for v in items) and items:
+            return "bool_list"
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            return "uint64_list" if any(v > _INT64[1] for v in items) else "int64_list"
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            return "double_list"
+        if all(isinstance(v, str) for v in items):
+            return "string_list"
+        if all(isinstance(v, (bytes, bytearray)) for v in items):
+            return "bytes_list"
+    raise TypeError(f"cannot store {type(value).__name__} value {value!r} in a Chakra attribute")
+
+
+def fill_attr(attr: pb.AttributeProto, value: Any, arm: str) -> None:
+    """Store `value` in `attr` under `arm`, checking ranges so nothing is silently truncated."""
+    if arm.endswith("_list"):
+        getattr(attr, arm).values.extend(value)
+        return
+    if arm in INT_ARMS:
+        if arm in ("int32_val", "sint32_val", "sfixed32_val") and not _INT32[0] <= value <= _INT32[1]:
+            raise ValueError(f"attribute {attr.name!r}: {value} does not fit {arm}")
+        if arm in ("uint32_val", "fixed32_val") and not 0 <= value < 2**32:
+            raise ValueError(f"attribute {attr.name!r}: {value} does not fit {arm}")
+        if arm in ("uint64_val", "fixed64_val") and not 0 <= value <= _UINT64_MAX:
+            raise ValueError(f"attribute {attr.name!r}: {value} does not fit {arm}")
+        value = int(value)
+    elif arm == "bool_val":
+        value = bool(value)
+    setattr(attr, arm, value)
+
+
+def make_attr(name: str, value: Any, arm: Optional[str] = None) -> pb.AttributeProto:
+    """A new AttributeProto in the conventional arm for `name` (or `arm`, or inferred)."""
+    attr = pb.AttributeProto(name=name)
+    fill_attr(attr, value, arm or CONVENTIONS.get(name) or infer_arm(value))
+    return attr
+
+
+def set_attr(msg: Message, name: str, value: Any, arm: Optional[str] = None) -> None:
+    """Set (replace) attribute `name` on a Node or GlobalMetadata."""
+    arm = arm or CONVENTIONS.get(name) or infer_arm(value)
+    for attr in msg.attr:
+        if attr.name == name:
+            attr.ClearField(attr.WhichOneof("value") or "name")
+            attr.name = name
+            fill_attr(attr, value, arm)
+            return
+    fill_attr(msg.attr.add(name=name), value, arm)
+
+
+def set_attrs(msg: Message, values: Mapping[str, Any]) -> None:
+    """Append several attributes at once; assumes they are not present yet (converters' fast path)."""
+    add = msg.attr.add
+    for name, value in values.items():
+        if value is None:
+            continue
+        fill_attr(add(name=name), value, CONVENTIONS.get(name) or infer_arm(value))
+
+
+def attr_value(attr: pb.AttributeProto) -> Any:
+    """Python value of an AttributeProto, whatever its arm (lists come back as lists)."""
+    arm = attr.WhichOneof("value")
+    if arm is None:
+        return None
+    value = getattr(attr, arm)
+    if arm.endswith("_list"):
+        return list(value.values)
+    return value
+
+
+def get_attr(msg: Message, name: str, default: Any = None) -> Any:
+    """Value of attribute `name` from any arm, or `default` when absent or empty."""
+    for attr in msg.attr:
+        if attr.name == name:
+            value = attr_value(attr)
+            return default if value is None else value
+    return default
+
+
+def get_int(msg: Message, name: str, default: int = 0) -> int:
+    """Integer value of a numeric attribute in any arm (bool and float arms included)."""
+    value = get_attr(msg, name)
+    if value is None or isinstance(value, (list, str, bytes)):
+        return default
+    return int(value)
+
+
+def attrs_dict(msg: Message) -> dict[str, Any]:
+    return {attr.name: attr_value(attr) for attr in msg.attr}
+
+
+def has_attr(msg: Message, name: str) -> bool:
+    return any(attr.name == name for attr in msg.attr)
+
+
+def remove_attr(msg: Message, name: str) -> bool:
+    for i, attr in enumerate(msg.attr):
+        if attr.name == name:
+            del msg.attr[i]
+            return True
+    return False
+
+
+def misplaced_attrs(msg: Message) -> Iterable[tuple[str, str, str]]:
+    """(name, arm found, arm expected) for conventional attributes written in another arm."""
+    for attr in msg.attr:
+        expected = CONVENTIONS.get(attr.name)
+        if expected is None:
+            continue
+        found = attr.WhichOneof("value")
+        if found != expected:
+            yield attr.name, found or "none", expected
