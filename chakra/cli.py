@@ -57,14 +57,22 @@ def _root(
         state.debug = True
 
 
+def _broken_command(name: str, exc: BaseException) -> None:
+    print(f"chakra: subcommand {name!r} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if state.debug:
+        raise exc
+
+
 for _name in COMMAND_MODULES:
     try:
         _module = importlib.import_module(f"chakra.commands.{_name}")
     except ModuleNotFoundError as _exc:
-        # A subcommand whose module is not written yet is simply absent; any other missing
-        # module is a real bug and must surface.
+        # A subcommand whose module is not part of this build is simply absent.
         if _exc.name != f"chakra.commands.{_name}":
-            raise
+            _broken_command(_name, _exc)
+        continue
+    except Exception as _exc:  # keep the other subcommands usable; tests require every one to load
+        _broken_command(_name, _exc)
         continue
     _module.register(app)
 

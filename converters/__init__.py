@@ -38,8 +38,17 @@ def load(name: str) -> Optional[ModuleType]:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
-            raise
+            _report_broken(name, exc)
         return None
+    except Exception as exc:  # a broken converter must not take the others down; tests load each one
+        _report_broken(name, exc)
+        return None
+
+
+def _report_broken(name: str, exc: BaseException) -> None:
+    import sys
+
+    print(f"chakra: converter {name!r} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def available() -> dict[str, ModuleType]:

@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto" / "et_def.proto"
 TARGET = ROOT / "chakra" / "schema" / "et_def_pb2.py"
 
-HEADER = '''# Generated from proto/et_def.proto by tools/gen_proto.py. DO NOT EDIT.
+HEADER = """# Generated from proto/et_def.proto by tools/gen_proto.py. DO NOT EDIT.
 # protoc output with its runtime-version check removed, so any protobuf runtime >= 4.25 imports it.
 # ruff: noqa
-'''
+"""
 
 
 def generate() -> str:

@@ -45,5 +45,11 @@ def convert_auto(
 
 def register(app: typer.Typer) -> None:
     for module in converters.available().values():
-        module.add_cli(convert_app)
-    app.add_typer(convert_app, name="convert", help="Convert PyTorch, Kineto, nsys, CUPTI, FlexFlow, BigSim, text or JSON traces to Chakra.")
+        add_cli = getattr(module, "add_cli", None)
+        if add_cli is not None:  # a converter without a CLI yet is still usable from Python
+            add_cli(convert_app)
+    app.add_typer(
+        convert_app,
+        name="convert",
+        help="Convert PyTorch, Kineto, nsys, CUPTI, FlexFlow, BigSim, text or JSON traces to Chakra.",
+    )

@@ -1,0 +1,41 @@
+# `make demo` and `make test` work from a fresh clone: each sets up .venv (and graphviz) itself.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CHAKRA := $(VENV)/bin/chakra
+SAMPLES ?= $(abspath ../shared/samples)
+OUT ?= out
+
+.PHONY: setup system-deps test lint demo bench proto clean
+
+setup: $(VENV)/.installed system-deps
+
+$(VENV)/.installed: pyproject.toml setup.py
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[dev,synth]'
+	touch $@
+
+# graphviz renders PDFs/SVGs; poppler-utils lets tests look at a rendered page; protoc is not needed.
+system-deps:
+	@command -v dot >/dev/null 2>&1 && command -v pdftoppm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq graphviz poppler-utils >/dev/null; \
+	  else echo "note: install graphviz and poppler-utils for PDF/SVG output (apt-get install graphviz poppler-utils)"; fi; }
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: setup lint
+	CHAKRA_SAMPLES=$(SAMPLES) $(VENV)/bin/pytest -q
+
+demo: setup
+	@bash tools/demo.sh "$(CHAKRA)" "$(SAMPLES)" "$(OUT)"
+
+bench: setup
+	$(PY) bench/io_bench.py
+
+proto: $(VENV)/.installed
+	$(PY) tools/gen_proto.py
+
+clean:
+	rm -rf $(OUT) build dist *.egg-info .pytest_cache .ruff_cache

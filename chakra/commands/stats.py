@@ -1,0 +1,67 @@
+"""`chakra stats PREFIX|FILE...`: node, collective and compute figures per rank."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from chakra.cli_common import JsonOption, QuietOption, console, fmt_bytes, handle_errors, make_progress, print_json
+from chakra.io import expand_trace_args, read_trace
+from chakra.stats import rank_stats, trace_stats
+
+
+def stats(
+    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    json_out: bool = JsonOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Per-rank node counts by type, collectives (count, bytes), point-to-point, compute time and
+    critical-path length (µs, by recorded durations), plus a cross-rank summary.
+
+    Example: [bold]chakra stats out/ddp2[/]   or   [bold]chakra stats out/ddp2 --json | jq .summary[/]
+    """
+    with handle_errors():
+        pairs = expand_trace_args(traces)
+        loaded = []
+        with make_progress(quiet) as progress:
+            task = progress.add_task("reading", total=len(pairs))
+            for i, (rank, path) in enumerate(pairs):
+                t = read_trace(path, rank=rank)
+                if t.rank is None:
+                    t.rank = i
+                loaded.append(t)
+                progress.advance(task)
+        result = trace_stats(loaded)
+        if json_out:
+            print_json(result)
+            return
+        _print_tables(result)
+
+
+def _print_tables(result: dict) -> None:
+    table = Table(title="Chakra trace statistics (times in µs)", title_justify="left")
+    for col in ("rank", "nodes", "by type", "collectives (count, bytes)", "p2p", "compute", "critical path"):
+        table.add_column(col, justify="right" if col in ("nodes", "compute", "critical path") else "left")
+    for rank, r in result["ranks"].items():
+        table.add_row(
+            rank,
+            f"{r['nodes']:,}",
+            "\n".join(f"{k.removesuffix('_NODE')}: {v:,}" for k, v in r["by_type"].items()) or "-",
+            "\n".join(f"{k}: {v['count']:,} ({fmt_bytes(v['bytes'])})" for k, v in r["collectives"].items()) or "-",
+            "\n".join(f"{k}: {v['count']:,} ({fmt_bytes(v['bytes'])})" for k, v in r["p2p"].items()) or "-",
+            f"{r['compute_us']:,}",
+            "cycle!" if r["critical_path_us"] is None else f"{r['critical_path_us']:,.0f}",
+        )
+    console.print(table)
+    s = result["summary"]
+    console.print(
+        f"{s['ranks']} rank(s), {s['nodes']:,} nodes, compute {s['compute_us']:,} µs, "
+        f"longest critical path {s['max_critical_path_us']:,.0f} µs"
+    )
+
+
+__all__ = ["stats", "rank_stats"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats")(stats)

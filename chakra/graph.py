@@ -1,0 +1,129 @@
+"""Graph algorithms over one rank's nodes: topological order, cycles, critical path.
+
+All iterative (no recursion), linear in nodes + edges, so they work on millions of nodes.
+A dependency on an id absent from the node list is ignored here; `chakra.validate` reports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Optional
+
+from chakra.schema import pb
+
+DurationFn = Callable[[pb.Node], float]
+
+
+def _deps(node: pb.Node) -> Iterable[int]:
+    if node.data_deps:
+        if node.ctrl_deps:
+            return set(node.ctrl_deps).union(node.data_deps)
+        return node.data_deps
+    return node.ctrl_deps
+
+
+def dependency_lists(nodes: Sequence[pb.Node]) -> tuple[dict[int, int], list[list[int]]]:
+    """(id -> index, parents as index lists) with deps on unknown ids and self-deps dropped."""
+    index = {n.id: i for i, n in enumerate(nodes)}
+    parents: list[list[int]] = []
+    get = index.get
+    for i, n in enumerate(nodes):
+        ps = []
+        for d in _deps(n):
+            j = get(d)
+            if j is not None and j != i:
+                ps.append(j)
+        parents.append(ps)
+    return index, parents
+
+
+def topo_order(nodes: Sequence[pb.Node]) -> list[int]:
+    """Indices of `nodes` in a dependency-respecting order (Kahn; ties by position).
+
+    Raises ValueError listing some node ids on a cycle when the graph is not a DAG.
+    """
+    _, parents = dependency_lists(nodes)
+    order, cyclic = _kahn(parents)
+    if cyclic:
+        ids = [nodes[i].id for i in cyclic[:10]]
+        raise ValueError(f"dependency cycle among nodes {ids}{' ...' if len(cyclic) > 10 else ''}")
+    return order
+
+
+def _kahn(parents: list[list[int]]) -> tuple[list[int], list[int]]:
+    n = len(parents)
+    indeg = [len(ps) for ps in parents]
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(i)
+    stack = [i for i in range(n - 1, -1, -1) if indeg[i] == 0]
+    order: list[int] = []
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(c)
+    if len(order) == n:
+        return order, []
+    return order, [i for i in range(n) if indeg[i] > 0]
+
+
+def find_cycle(nodes: Sequence[pb.Node]) -> Optional[list[int]]:
+    """Ids forming one dependency cycle (first node repeated at the end), or None for a DAG."""
+    _, parents = dependency_lists(nodes)
+    _, stuck = _kahn(parents)
+    if not stuck:
+        return None
+    stuck_set = set(stuck)
+    # Walk parent links inside the stuck set until a node repeats: that walk closes a cycle.
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    i = stuck[0]
+    while i not in seen:
+        seen[i] = len(path)
+        path.append(i)
+        i = next(p for p in parents[i] if p in stuck_set)
+    cycle = path[seen[i] :] + [i]
+    cycle.reverse()
+    return [nodes[k].id for k in cycle]
+
+
+def critical_path(
+    nodes: Sequence[pb.Node],
+    duration_us: Optional[DurationFn] = None,
+) -> tuple[float, list[int]]:
+    """Length (µs) and node ids of the longest duration-weighted dependency chain.
+
+    This is the replay time of the rank with unlimited resources. `duration_us` defaults to the
+    node's `duration_micros`.
+    """
+    if not nodes:
+        return 0.0, []
+    _, parents = dependency_lists(nodes)
+    order, cyclic = _kahn(parents)
+    if cyclic:
+        raise ValueError(f"dependency cycle among nodes {[nodes[i].id for i in cyclic[:10]]}")
+    dur = [float(duration_us(n)) for n in nodes] if duration_us else [float(n.duration_micros) for n in nodes]
+    finish = [0.0] * len(nodes)
+    best_parent = [-1] * len(nodes)
+    for i in order:
+        start = 0.0
+        bp = -1
+        for p in parents[i]:
+            f = finish[p]
+            if f > start:
+                start = f
+                bp = p
+        finish[i] = start + dur[i]
+        best_parent[i] = bp
+    end = max(range(len(nodes)), key=finish.__getitem__)
+    path = []
+    i = end
+    while i != -1:
+        path.append(nodes[i].id)
+        i = best_parent[i]
+    path.reverse()
+    return finish[end], path

@@ -1,0 +1,414 @@
+"""The lossless JSON form of a rank's trace, and the official JSON form the C++ feeder reads.
+
+Our form (documented by `chakra/schema/trace.schema.json`) is one JSON document::
+
+    {"format": "chakra-et-json/1", "rank": 0,
+     "metadata": {"version": "0.0.4", "attr": [...]},
+     "nodes": [
+       {"id": 0, "name": "...", "type": "COMP_NODE", "data_deps": [..],
+        "attr": [{"name": "is_cpu_op", "bool_val": true}]},
+       ...
+     ]}
+
+Each node sits on its own line so the file diffs and greps well. Field names are the proto field
+names; a field at its proto3 default is omitted, a present-but-empty submessage is written as
+`{}` (it is on the wire), so `.et -> JSON -> .et` reproduces the original bytes. Integers are JSON
+integers (uint64 up to 2^64-1 survive; orjson reads and writes them exactly), bytes are base64,
+non-finite floats the strings "NaN"/"Infinity"/"-Infinity". Unknown protobuf fields (a newer
+schema's) are kept as base64 in `_unknown`.
+
+The reader converts dicts straight to messages (fast path) and, on any shape error, runs the JSON
+Schema to report exactly where the document is wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+import orjson
+
+from chakra.errors import TraceFormatError
+from chakra.io import PathLike, atomic_output, open_binary
+from chakra.schema import NodeType, pb
+from chakra.schema.attrs import ALL_ARMS
+from chakra.trace import Trace
+
+FORMAT = "chakra-et-json/1"
+_FLOAT_ARMS = frozenset({"double_val", "float_val"})
+_FLOAT_LISTS = frozenset({"double_list", "float_list"})
+_BYTES_ARMS = frozenset({"bytes_val"})
+_ARMS = frozenset(ALL_ARMS)
+_TYPE_NAMES = {t.value: t.name for t in NodeType}
+_TYPE_VALUES = {t.name: t.value for t in NodeType}
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+@lru_cache(maxsize=1)
+def json_schema() -> dict[str, Any]:
+    text = resources.files("chakra.schema").joinpath("trace.schema.json").read_bytes()
+    return orjson.loads(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# message -> dict
+
+
+def _float_out(v: float) -> Any:
+    if math.isfinite(v):
+        return v
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _unknown_bytes(msg: Any) -> Optional[bytes]:
+    """Serialized unknown fields of `msg` (fields of a newer schema), or None."""
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+    except ImportError:  # pragma: no cover - runtimes before 4.24
+        return None
+    if len(UnknownFieldSet(msg)) == 0:
+        return None
+    copy = type(msg)()
+    copy.CopyFrom(msg)
+    for fd in copy.DESCRIPTOR.fields:
+        copy.ClearField(fd.name)
+    return copy.SerializeToString()
+
+
+def attr_to_dict(attr: pb.AttributeProto) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": attr.name}
+    if attr.doc_string:
+        d["doc_string"] = attr.doc_string
+    arm = attr.WhichOneof("value")
+    if arm is not None:
+        value = getattr(attr, arm)
+        if arm.endswith("_list"):
+            values = list(value.values)
+            if arm in _FLOAT_LISTS:
+                values = [_float_out(v) for v in values]
+            elif arm == "bytes_list":
+                values = [base64.b64encode(v).decode() for v in values]
+            d[arm] = values
+        elif arm in _FLOAT_ARMS:
+            d[arm] = _float_out(value)
+        elif arm in _BYTES_ARMS:
+            d[arm] = base64.b64encode(value).decode()
+        else:
+            d[arm] = value
+    return d
+
+
+def node_to_dict(node: pb.Node) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    if node.id:
+        d["id"] = node.id
+    if node.name:
+        d["name"] = node.name
+    if node.type:
+        d["type"] = _TYPE_NAMES.get(node.type, node.type)
+    if node.ctrl_deps:
+        d["ctrl_deps"] = list(node.ctrl_deps)
+    if node.data_deps:
+        d["data_deps"] = list(node.data_deps)
+    if node.start_time_micros:
+        d["start_time_micros"] = node.start_time_micros
+    if node.duration_micros:
+        d["duration_micros"] = node.duration_micros
+    for field in ("inputs", "outputs"):
+        if node.HasField(field):
+            io = getattr(node, field)
+            d[field] = {k: v for k in ("values", "shapes", "types") if (v := getattr(io, k))}
+    if node.attr:
+        d["attr"] = [attr_to_dict(a) for a in node.attr]
+    unknown = _unknown_bytes(node)
+    if unknown:
+        d["_unknown"] = base64.b64encode(unknown).decode()
+    return d
+
+
+def metadata_to_dict(md: pb.GlobalMetadata) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    if md.version:
+        d["version"] = md.version
+    if md.attr:
+        d["attr"] = [attr_to_dict(a) for a in md.attr]
+    unknown = _unknown_bytes(md)
+    if unknown:
+        d["_unknown"] = base64.b64encode(unknown).decode()
+    return d
+
+
+# ---------------------------------------------------------------------------------------------
+# dict -> message
+
+
+class _Shape(ValueError):
+    """Raised by the fast path; the reader then asks the JSON Schema where the document is wrong."""
+
+
+def _float_in(v: Any) -> float:
+    if isinstance(v, str):
+        try:
+            return _NONFINITE[v]
+        except KeyError:
+            raise _Shape(f"bad float {v!r}") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Shape(f"bad float {v!r}")
+    return float(v)
+
+
+def fill_attr_from_dict(attr: pb.AttributeProto, d: dict[str, Any]) -> None:
+    arms = [k for k in d if k not in ("name", "doc_string", "_unknown")]
+    if len(arms) > 1:
+        raise _Shape(f"attribute {d.get('name')!r} sets several value arms: {arms}")
+    for key in arms:
+        if key not in _ARMS:
+            raise _Shape(f"unknown attribute field {key!r}")
+    attr.name = d["name"]
+    if "doc_string" in d:
+        attr.doc_string = d["doc_string"]
+    for arm in arms:
+        value = d[arm]
+        if arm.endswith("_list"):
+            target = getattr(attr, arm)
+            target.SetInParent()
+            if arm in _FLOAT_LISTS:
+                value = [_float_in(v) for v in value]
+            elif arm == "bytes_list":
+                value = [base64.b64decode(v, validate=True) for v in value]
+            target.values.extend(value)
+        elif arm in _FLOAT_ARMS:
+            setattr(attr, arm, _float_in(value))
+        elif arm in _BYTES_ARMS:
+            setattr(attr, arm, base64.b64decode(value, validate=True))
+        else:
+            setattr(attr, arm, value)
+    if "_unknown" in d:
+        attr.MergeFromString(base64.b64decode(d["_unknown"], validate=True))
+
+
+_NODE_KEYS = frozenset(
+    {
+        "id",
+        "name",
+        "type",
+        "ctrl_deps",
+        "data_deps",
+        "start_time_micros",
+        "duration_micros",
+        "inputs",
+        "outputs",
+        "attr",
+        "_unknown",
+    }
+)
+
+
+def node_from_dict(d: dict[str, Any]) -> pb.Node:
+    if not isinstance(d, dict):
+        raise _Shape("node is not an object")
+    extra = d.keys() - _NODE_KEYS
+    if extra:
+        raise _Shape(f"unknown node fields {sorted(extra)}")
+    node = pb.Node()
+    if "id" in d:
+        node.id = d["id"]
+    if "name" in d:
+        node.name = d["name"]
+    t = d.get("type")
+    if t is not None:
+        node.type = _TYPE_VALUES[t] if isinstance(t, str) else t
+    if "ctrl_deps" in d:
+        node.ctrl_deps.extend(d["ctrl_deps"])
+    if "data_deps" in d:
+        node.data_deps.extend(d["data_deps"])
+    if "start_time_micros" in d:
+        node.start_time_micros = d["start_time_micros"]
+    if "duration_micros" in d:
+        node.duration_micros = d["duration_micros"]
+    for field in ("inputs", "outputs"):
+        if field in d:
+            io = getattr(node, field)
+            io.SetInParent()
+            for k, v in d[field].items():
+                setattr(io, k, v)
+    for a in d.get("attr", ()):
+        fill_attr_from_dict(node.attr.add(), a)
+    if "_unknown" in d:
+        node.MergeFromString(base64.b64decode(d["_unknown"], validate=True))
+    return node
+
+
+def metadata_from_dict(d: dict[str, Any]) -> pb.GlobalMetadata:
+    md = pb.GlobalMetadata()
+    if "version" in d:
+        md.version = d["version"]
+    for a in d.get("attr", ()):
+        fill_attr_from_dict(md.attr.add(), a)
+    if "_unknown" in d:
+        md.MergeFromString(base64.b64decode(d["_unknown"], validate=True))
+    return md
+
+
+# ---------------------------------------------------------------------------------------------
+# documents
+
+
+def trace_to_document(trace: Trace) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "rank": trace.rank,
+        "metadata": metadata_to_dict(trace.metadata),
+        "nodes": [node_to_dict(n) for n in trace.nodes],
+    }
+
+
+def write_json_trace(path: PathLike, trace: Trace) -> None:
+    """Write our JSON form (gzip when the name ends in .gz), atomically, one node per line."""
+    path = Path(path)
+    head = orjson.dumps({"format": FORMAT, "rank": trace.rank, "metadata": metadata_to_dict(trace.metadata)})
+    with atomic_output(path) as raw:
+        if path.name.endswith(".gz"):
+            import gzip
+
+            out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+        else:
+            out = raw
+        out.write(head[:-1] + b',\n"nodes":[\n')
+        parts: list[bytes] = []
+        for i, node in enumerate(trace.nodes):
+            parts.append((b",\n" if i else b"") + orjson.dumps(node_to_dict(node)))
+            if len(parts) >= 4096:
+                out.write(b"".join(parts))
+                parts.clear()
+        out.write(b"".join(parts) + b"\n]}\n")
+        if out is not raw:
+            out.close()
+
+
+def _schema_error(path: PathLike, doc: Any) -> Optional[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(document)"
+    return f"at {where}: {error.message}"
+
+
+def document_to_trace(doc: Any, path: PathLike) -> Trace:
+    """Build a Trace from a parsed JSON document of either form."""
+    if isinstance(doc, dict) and doc.get("format") == FORMAT:
+        return _ours_to_trace(doc, path)
+    if isinstance(doc, dict) and "workload_graph" in doc:
+        return official_to_trace(doc, path)
+    if isinstance(doc, dict) and "format" in doc:
+        raise TraceFormatError(path, f"unsupported JSON trace format {doc['format']!r} (expected {FORMAT!r})")
+    raise TraceFormatError(
+        path,
+        f'not a Chakra JSON trace: expected an object with "format": "{FORMAT}" '
+        'or the official form with "workload_graph"',
+    )
+
+
+def _ours_to_trace(doc: dict[str, Any], path: PathLike) -> Trace:
+    envelope = {k: v for k, v in doc.items() if k != "nodes"}
+    envelope["nodes"] = []
+    problem = _schema_error(path, envelope)
+    if problem:
+        raise TraceFormatError(path, f"invalid Chakra JSON trace {problem}")
+    nodes_in = doc.get("nodes")
+    if not isinstance(nodes_in, list):
+        raise TraceFormatError(path, "invalid Chakra JSON trace at nodes: not an array")
+    try:
+        metadata = metadata_from_dict(doc["metadata"])
+        nodes = []
+        for i, d in enumerate(nodes_in):
+            try:
+                nodes.append(node_from_dict(d))
+            except (_Shape, TypeError, ValueError, KeyError, AttributeError) as exc:
+                problem = _schema_error(path, {**envelope, "nodes": [d]})
+                if problem:
+                    problem = problem.replace("at nodes/0", f"at nodes/{i}", 1)
+                raise TraceFormatError(path, f"invalid Chakra JSON trace {problem or f'at nodes/{i}: {exc}'}") from None
+    except (_Shape, TypeError, ValueError, KeyError) as exc:
+        raise TraceFormatError(path, f"invalid Chakra JSON trace metadata: {exc}") from None
+    rank = doc.get("rank")
+    return Trace(metadata=metadata, nodes=nodes, rank=rank if isinstance(rank, int) else None)
+
+
+_OFFICIAL_INT_ATTRS = {
+    "tensor_size": "tensor_size",
+    "comm_type": "comm_type",
+    "comm_priority": "comm_priority",
+    "comm_size": "comm_size",
+    "comm_src": "comm_src",
+    "comm_dst": "comm_dst",
+    "comm_tag": "comm_tag",
+    "num_ops": "num_ops",
+}
+
+
+def official_to_trace(doc: dict[str, Any], path: PathLike) -> Trace:
+    """The official C++ feeder's JSON form (`{"workload_graph": [...]}`, keys Id/Name/NodeType/...).
+
+    `runtime` is the duration in µs. The official reader ignores `ctrlDeps`; we keep those that
+    name a node of the file and drop the rest (the sample's point at host nodes not included),
+    recording how many were dropped in the metadata attribute `dropped_ctrl_deps`.
+    """
+    from chakra.schema.attrs import set_attr, set_attrs
+    from chakra.trace import make_metadata
+
+    graph = doc["workload_graph"]
+    if not isinstance(graph, list):
+        raise TraceFormatError(path, "official JSON trace: workload_graph is not an array")
+    ids = set()
+    for i, item in enumerate(graph):
+        if not isinstance(item, dict) or "Id" not in item:
+            raise TraceFormatError(path, f"official JSON trace: workload_graph[{i}] has no Id")
+        ids.add(item["Id"])
+    metadata = make_metadata(schema="official-json")
+    for key, value in doc.items():
+        if key != "workload_graph" and isinstance(value, (str, int, float, bool)):
+            set_attr(metadata, key, value)
+    nodes = []
+    dropped = 0
+    for i, item in enumerate(graph):
+        try:
+            node = pb.Node(id=int(item["Id"]), name=str(item.get("Name", "")), type=int(item.get("NodeType", 0)))
+            node.duration_micros = int(item.get("runtime", 0) or 0)
+            node.data_deps.extend(int(d) for d in item.get("data_deps", []) or [])
+            for d in item.get("ctrlDeps", []) or []:
+                if d in ids:
+                    node.ctrl_deps.append(int(d))
+                else:
+                    dropped += 1
+            attrs: dict[str, Any] = {}
+            if "is_cpu_op" in item:
+                attrs["is_cpu_op"] = bool(item["is_cpu_op"])
+            for key, name in _OFFICIAL_INT_ATTRS.items():
+                if key in item and item[key] is not None:
+                    attrs[name] = int(item[key])
+            set_attrs(node, attrs)
+        except (TypeError, ValueError) as exc:
+            raise TraceFormatError(path, f"official JSON trace: workload_graph[{i}]: {exc}") from None
+        nodes.append(node)
+    if dropped:
+        set_attr(metadata, "dropped_ctrl_deps", dropped)
+    return Trace(metadata=metadata, nodes=nodes)
+
+
+def read_json_trace(path: PathLike) -> Trace:
+    with open_binary(path) as f:
+        data = f.read()
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        # orjson reports "line L column C (char N)"; keep its position in the one-line message.
+        raise TraceFormatError(path, f"not valid JSON: {exc}", offset=getattr(exc, "pos", None)) from None
+    return document_to_trace(doc, path)

@@ -1,0 +1,95 @@
+"""Per-rank and cross-rank summary figures of a trace set (`chakra stats`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from chakra.graph import critical_path
+from chakra.schema import NodeType, collective_name, node_type_name
+from chakra.schema.attrs import attr_value
+from chakra.trace import Trace
+
+
+def rank_stats(trace: Trace) -> dict[str, Any]:
+    by_type: Counter = Counter()
+    collectives: dict[str, dict[str, int]] = {}
+    p2p: dict[str, dict[str, int]] = {}
+    compute_us = 0
+    cpu_us = 0
+    gpu_us = 0
+    comm_us = 0
+    for n in trace.nodes:
+        t = n.type
+        by_type[t] += 1
+        if t == NodeType.COMP_NODE:
+            compute_us += n.duration_micros
+            is_cpu = None
+            for a in n.attr:
+                if a.name == "is_cpu_op":
+                    is_cpu = attr_value(a)
+                    break
+            if is_cpu is False:
+                gpu_us += n.duration_micros
+            else:
+                cpu_us += n.duration_micros
+        elif t in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+            comm_us += n.duration_micros
+            ctype = size = None
+            for a in n.attr:
+                if a.name == "comm_size":
+                    size = attr_value(a)
+                elif a.name == "comm_type":
+                    ctype = attr_value(a)
+            size = int(size or 0)
+            if t == NodeType.COMM_COLL_NODE:
+                key = collective_name(int(ctype or 0))
+                entry = collectives.setdefault(key, {"count": 0, "bytes": 0})
+            else:
+                entry = p2p.setdefault(node_type_name(t), {"count": 0, "bytes": 0})
+            entry["count"] += 1
+            entry["bytes"] += size
+    try:
+        cp_us, cp_nodes = critical_path(trace.nodes)
+        cp_len = len(cp_nodes)
+    except ValueError:
+        cp_us, cp_len = None, None
+    return {
+        "nodes": len(trace.nodes),
+        "by_type": {node_type_name(t): c for t, c in sorted(by_type.items())},
+        "collectives": dict(sorted(collectives.items())),
+        "p2p": dict(sorted(p2p.items())),
+        "compute_us": compute_us,
+        "cpu_compute_us": cpu_us,
+        "gpu_compute_us": gpu_us,
+        "comm_us": comm_us,
+        "critical_path_us": cp_us,
+        "critical_path_nodes": cp_len,
+    }
+
+
+def trace_stats(traces: Sequence[Trace]) -> dict[str, Any]:
+    """`{"ranks": {"<rank>": {...}}, "summary": {...}}`; ranks are strings as in JSON."""
+    ranks = {}
+    for i, t in enumerate(traces):
+        rank = t.rank if t.rank is not None else i
+        ranks[str(rank)] = rank_stats(t)
+    summary: dict[str, Any] = {
+        "ranks": len(ranks),
+        "nodes": sum(r["nodes"] for r in ranks.values()),
+        "by_type": {},
+        "collectives": {},
+        "p2p": {},
+        "compute_us": sum(r["compute_us"] for r in ranks.values()),
+        "max_critical_path_us": max((r["critical_path_us"] or 0 for r in ranks.values()), default=0),
+    }
+    for r in ranks.values():
+        for k, v in r["by_type"].items():
+            summary["by_type"][k] = summary["by_type"].get(k, 0) + v
+        for section in ("collectives", "p2p"):
+            for k, v in r[section].items():
+                e = summary[section].setdefault(k, {"count": 0, "bytes": 0})
+                e["count"] += v["count"]
+                e["bytes"] += v["bytes"]
+    return {"ranks": ranks, "summary": summary}

@@ -1,0 +1,389 @@
+"""Structural and semantic checks of Chakra traces, single-rank and across ranks.
+
+What a simulator needs to replay a trace: unique ids, dependencies that exist and form a DAG,
+comm nodes carrying the attributes ASTRA-sim reads (in the arm it reads), and across ranks:
+every member of a process group issuing the same collectives in the same order, and every send
+meeting its receive. Findings are counted in full but only the first few of each kind are kept,
+so validating a trace with a million broken nodes stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+
+from chakra.graph import find_cycle
+from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
+from chakra.schema.attrs import CONVENTIONS, attr_value
+from chakra.trace import Trace
+
+ERROR = "error"
+WARNING = "warning"
+
+#: Attributes the official ETFeeder reads from exactly one arm: another arm silently reads as 0.
+FEEDER_READ = frozenset(
+    {
+        "is_cpu_op",
+        "num_ops",
+        "tensor_size",
+        "comm_type",
+        "comm_size",
+        "comm_src",
+        "comm_dst",
+        "comm_tag",
+        "comm_priority",
+    }
+)
+#: Collectives whose per-rank size legitimately differs (uneven all-to-all, root-only buffers).
+SIZE_MAY_DIFFER = frozenset(
+    {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}
+)
+KEEP_PER_CODE = 20
+
+
+@dataclass
+class Finding:
+    severity: str
+    code: str
+    message: str
+    rank: Optional[int] = None
+    node_id: Optional[int] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)  # (severity, code) -> total count
+    ranks: list[Optional[int]] = field(default_factory=list)
+    nodes: int = 0
+
+    def add(self, severity: str, code: str, message: str, rank: Optional[int] = None, node_id: Optional[int] = None):
+        key = (severity, code)
+        self.counts[key] += 1
+        if self.counts[key] <= KEEP_PER_CODE:
+            self.findings.append(Finding(severity, code, message, rank, node_id))
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def error_count(self) -> int:
+        return sum(c for (sev, _), c in self.counts.items() if sev == ERROR)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(c for (sev, _), c in self.counts.items() if sev == WARNING)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_count == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "error_count": self.error_count,
+            "warning_count": self.warning_count,
+            "counts": {f"{sev}:{code}": n for (sev, code), n in sorted(self.counts.items())},
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Single rank
+
+
+def _attr_map(node: pb.Node) -> dict[str, pb.AttributeProto]:
+    return {a.name: a for a in node.attr}
+
+
+def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
+    if attr is None:
+        return None
+    v = attr_value(attr)
+    if isinstance(v, (bool, int, float)):
+        return int(v)
+    return None
+
+
+def check_rank(trace: Trace, report: Report) -> None:
+    rank = trace.rank
+    nodes = trace.nodes
+    report.nodes += len(nodes)
+    seen: set[int] = set()
+    dup: set[int] = set()
+    for n in nodes:
+        if n.id in seen:
+            dup.add(n.id)
+        seen.add(n.id)
+    for d in sorted(dup):
+        report.add(ERROR, "duplicate-id", f"node id {d} appears more than once", rank, d)
+
+    valid_types = set(NodeType) - {NodeType.INVALID_NODE}
+    for n in nodes:
+        nid = n.id
+        for kind, deps in (("ctrl_deps", n.ctrl_deps), ("data_deps", n.data_deps)):
+            for d in deps:
+                if d == nid:
+                    report.add(ERROR, "self-dependency", f"node {nid} lists itself in {kind}", rank, nid)
+                elif d not in seen:
+                    report.add(ERROR, "dangling-dependency", f"node {nid} {kind} names missing node {d}", rank, nid)
+        if n.type not in valid_types:
+            report.add(ERROR, "bad-node-type", f"node {nid} ({n.name!r}) has node type {n.type}", rank, nid)
+            continue
+        if not n.attr:
+            if n.type in COMM_NODE_TYPES:
+                _check_comm(n, {}, rank, report)
+            continue
+        amap = _attr_map(n)
+        for name, attr in amap.items():
+            expected = CONVENTIONS.get(name)
+            if expected is None:
+                continue
+            found = attr.WhichOneof("value")
+            if found != expected:
+                severity = ERROR if name in FEEDER_READ else WARNING
+                report.add(
+                    severity,
+                    "wrong-arm",
+                    f"node {nid}: attribute {name} is in {found or 'no arm'}, consumers read {expected}",
+                    rank,
+                    nid,
+                )
+        if n.type in COMM_NODE_TYPES:
+            _check_comm(n, amap, rank, report)
+        elif n.type in MEM_NODE_TYPES and "tensor_size" not in amap:
+            report.add(WARNING, "mem-without-size", f"memory node {nid} has no tensor_size", rank, nid)
+
+    if not dup:
+        cycle = find_cycle(nodes)
+        if cycle:
+            shown = " -> ".join(map(str, cycle[:12])) + (" ..." if len(cycle) > 12 else "")
+            report.add(ERROR, "cycle", f"dependency cycle: {shown}", rank, cycle[0])
+
+
+def _check_comm(n: pb.Node, amap: dict[str, pb.AttributeProto], rank: Optional[int], report: Report) -> None:
+    nid = n.id
+    if n.type == NodeType.COMM_COLL_NODE:
+        ctype = _num(amap.get("comm_type"))
+        if ctype is None:
+            report.add(ERROR, "comm-missing-attr", f"collective node {nid} has no comm_type", rank, nid)
+        elif ctype not in set(CollectiveType):
+            report.add(ERROR, "bad-comm-type", f"collective node {nid} has unknown comm_type {ctype}", rank, nid)
+    else:
+        for name in ("comm_src", "comm_dst", "comm_tag"):
+            if name not in amap:
+                report.add(ERROR, "comm-missing-attr", f"{NodeType(n.type).name} {nid} has no {name}", rank, nid)
+        if rank is not None:
+            own = "comm_src" if n.type == NodeType.COMM_SEND_NODE else "comm_dst"
+            value = _num(amap.get(own))
+            if value is not None and value != rank:
+                report.add(
+                    ERROR,
+                    "p2p-wrong-rank",
+                    f"{NodeType(n.type).name} {nid} on rank {rank} has {own}={value}",
+                    rank,
+                    nid,
+                )
+    if "comm_size" not in amap:
+        ctype = _num(amap.get("comm_type"))
+        severity = WARNING if ctype == CollectiveType.BARRIER else ERROR
+        report.add(severity, "comm-missing-attr", f"{NodeType(n.type).name} {nid} has no comm_size", rank, nid)
+    cpu = amap.get("is_cpu_op")
+    if cpu is not None and attr_value(cpu) is True:
+        report.add(
+            WARNING,
+            "comm-on-cpu",
+            f"comm node {nid} has is_cpu_op=true (ASTRA-sim rejects comm nodes marked as CPU ops)",
+            rank,
+            nid,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Process groups
+
+
+def parse_process_groups(metadata_node: pb.Node) -> dict[str, list[int]]:
+    """pg_name -> member ranks from a `process_group:init` METADATA node's inputs.values.
+
+    The PyTorch ET stores a list holding one JSON string; ASTRA-sim strips two characters from
+    each end and JSON-decodes the rest. Accept both spellings.
+    """
+    text = metadata_node.inputs.values.strip()
+    candidates = [text]
+    if len(text) > 4:
+        candidates.append(text[2:-2].replace('\\"', '"'))
+    for cand in candidates:
+        try:
+            value = orjson.loads(cand)
+        except orjson.JSONDecodeError:
+            continue
+        while isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+            try:
+                value = orjson.loads(value[0])
+            except orjson.JSONDecodeError:
+                break
+        if isinstance(value, dict):
+            value = [value]
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            groups = {}
+            for pg in value:
+                name = pg.get("pg_name")
+                ranks = pg.get("ranks")
+                if name is None or not isinstance(ranks, list):
+                    continue
+                groups[str(name)] = [int(r) for r in ranks]
+            return groups
+    return {}
+
+
+def process_groups(trace: Trace) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for n in trace.nodes:
+        if n.type == NodeType.METADATA_NODE and "process_group:init" in n.name:
+            groups.update(parse_process_groups(n))
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross rank
+
+
+def _comm_records(trace: Trace) -> tuple[dict[str, list[tuple[int, int, int]]], list[tuple], list[tuple]]:
+    """(pg -> [(type, size, id)] in id order, sends, recvs) for one rank."""
+    colls: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    sends: list[tuple] = []
+    recvs: list[tuple] = []
+    for n in sorted((n for n in trace.nodes if n.type in COMM_NODE_TYPES), key=lambda n: n.id):
+        amap = _attr_map(n)
+        size = _num(amap.get("comm_size")) or 0
+        if n.type == NodeType.COMM_COLL_NODE:
+            pg = amap.get("pg_name")
+            pg_name = attr_value(pg) if pg is not None else ""
+            colls[str(pg_name or "")].append((_num(amap.get("comm_type")) or 0, size, n.id))
+        else:
+            rec = (_num(amap.get("comm_src")), _num(amap.get("comm_dst")), _num(amap.get("comm_tag")), size, n.id)
+            (sends if n.type == NodeType.COMM_SEND_NODE else recvs).append(rec)
+    return colls, sends, recvs
+
+
+def check_cross_rank(traces: Sequence[Trace], report: Report) -> None:
+    ranks = [t.rank for t in traces]
+    if len(traces) < 2 or any(r is None for r in ranks):
+        return
+    groups: dict[str, list[int]] = {}
+    for t in traces:
+        groups.update(process_groups(t))
+    present = set(ranks)
+    per_rank = {t.rank: _comm_records(t) for t in traces}
+
+    # Collective sequences per process group.
+    names: set[str] = set()
+    for colls, _, _ in per_rank.values():
+        names.update(colls)
+    for pg in sorted(names):
+        if pg == "":
+            members = sorted(present)
+        elif pg in groups:
+            members = [r for r in groups[pg] if r in present]
+        else:
+            members = sorted(r for r, (colls, _, _) in per_rank.items() if pg in colls)
+        if len(members) < 2:
+            continue
+        label = f"process group {pg!r}" if pg else "the default group"
+        ref_rank = members[0]
+        ref = per_rank[ref_rank][0].get(pg, [])
+        for r in members[1:]:
+            seq = per_rank[r][0].get(pg, [])
+            if len(seq) != len(ref):
+                report.add(
+                    ERROR,
+                    "collective-count-mismatch",
+                    f"{label}: rank {ref_rank} issues {len(ref)} collectives, rank {r} issues {len(seq)}",
+                    r,
+                )
+            for i, ((t0, s0, id0), (t1, s1, id1)) in enumerate(zip(ref, seq)):
+                if t0 != t1:
+                    report.add(
+                        ERROR,
+                        "collective-order-mismatch",
+                        f"{label}: collective #{i} is {collective_name(t0)} (node {id0}) on rank {ref_rank} "
+                        f"but {collective_name(t1)} (node {id1}) on rank {r}",
+                        r,
+                        id1,
+                    )
+                    break
+                if s0 != s1:
+                    severity = WARNING if t0 in SIZE_MAY_DIFFER else ERROR
+                    report.add(
+                        severity,
+                        "collective-size-mismatch",
+                        f"{label}: collective #{i} ({collective_name(t0)}) is {s0} bytes on rank {ref_rank} "
+                        f"(node {id0}) but {s1} bytes on rank {r} (node {id1})",
+                        r,
+                        id1,
+                    )
+
+    # Point-to-point: every send meets a receive with the same (src, dst, tag) and size.
+    recv_index: dict[tuple, list[tuple]] = defaultdict(list)
+    for r, (_, _, recvs) in per_rank.items():
+        for src, dst, tag, size, nid in recvs:
+            recv_index[(src, dst, tag)].append((size, nid, r))
+    for r, (_, sends, _) in per_rank.items():
+        for src, dst, tag, size, nid in sends:
+            if dst not in present:
+                continue
+            matches = recv_index.get((src, dst, tag))
+            if not matches:
+                report.add(
+                    ERROR,
+                    "unmatched-send",
+                    f"send node {nid} on rank {r} ({src}->{dst}, tag {tag}, {size} bytes) has no receive on rank {dst}",
+                    r,
+                    nid,
+                )
+                continue
+            rsize, rnid, rr = matches.pop(0)
+            if rsize != size:
+                report.add(
+                    ERROR,
+                    "p2p-size-mismatch",
+                    f"send node {nid} on rank {r} is {size} bytes but its receive (node {rnid}, rank {rr}) is {rsize}",
+                    r,
+                    nid,
+                )
+    for (src, _dst, tag), left in recv_index.items():
+        for size, nid, r in left:
+            if src in present:
+                report.add(
+                    ERROR,
+                    "unmatched-recv",
+                    f"receive node {nid} on rank {r} (from {src}, tag {tag}, {size} bytes) has no matching send",
+                    r,
+                    nid,
+                )
+
+
+def validate_traces(traces: Iterable[Trace], cross_rank: bool = True) -> Report:
+    """Validate each trace, then (with two or more ranks) their agreement with each other."""
+    traces = list(traces)
+    report = Report(ranks=[t.rank for t in traces])
+    for t in traces:
+        check_rank(t, report)
+    if cross_rank:
+        check_cross_rank(traces, report)
+    return report

@@ -1,0 +1,105 @@
+"""The `chakra` command: stats/validate/jsonize/dejsonize behave, and user errors are one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from chakra.io import write_trace
+from chakra.schema import NodeType
+from chakra.trace import Trace, make_node
+
+ALL_REDUCE = ("astrasim", "all_reduce_8npus_1MB", "all_reduce")
+
+
+def test_help_lists_subcommands(run_cli):
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    for name in ("convert", "validate", "stats", "jsonize", "dejsonize"):
+        assert name in result.stdout
+
+
+def test_stats_json_shape(run_cli, samples_dir):
+    result = run_cli("stats", str(samples_dir.joinpath(*ALL_REDUCE)), "--json", "-q")
+    assert result.exit_code == 0
+    data = orjson.loads(result.stdout)
+    assert sorted(data["ranks"], key=int) == [str(r) for r in range(8)]
+    r0 = data["ranks"]["0"]
+    assert r0["nodes"] == 1 and r0["by_type"] == {"COMM_COLL_NODE": 1}
+    assert r0["collectives"] == {"ALL_REDUCE": {"count": 1, "bytes": 1048576}}
+    assert r0["p2p"] == {} and r0["compute_us"] == 0 and r0["critical_path_us"] == 0
+    assert data["summary"]["collectives"]["ALL_REDUCE"] == {"count": 8, "bytes": 8 * 1048576}
+
+
+def test_stats_critical_path(run_cli, tmp_path):
+    t = Trace(rank=0)
+    t.nodes = [
+        make_node(0, "a", NodeType.COMP_NODE, duration_micros=10),
+        make_node(1, "b", NodeType.COMP_NODE, duration_micros=5, data_deps=[0]),
+        make_node(2, "c", NodeType.COMP_NODE, duration_micros=30),
+        make_node(3, "d", NodeType.COMP_NODE, duration_micros=1, ctrl_deps=[1, 2]),
+    ]
+    write_trace(tmp_path / "cp.0.et", t)
+    data = orjson.loads(run_cli("stats", str(tmp_path / "cp"), "--json").stdout)
+    assert data["ranks"]["0"]["compute_us"] == 46
+    assert data["ranks"]["0"]["critical_path_us"] == 31
+
+
+def test_validate_exit_codes(run_cli, samples_dir):
+    ok = run_cli("validate", str(samples_dir.joinpath(*ALL_REDUCE)), "--json")
+    assert ok.exit_code == 0 and orjson.loads(ok.stdout)["ok"] is True
+    bad = run_cli("validate", str(samples_dir / "et" / "official_small_chakra.0.json"), "--json")
+    assert bad.exit_code == 1
+    report = orjson.loads(bad.stdout)
+    assert report["counts"]["error:comm-missing-attr"] == 6  # its 3 collectives carry no comm_type/comm_size
+
+
+def test_jsonize_dejsonize_round_trip(run_cli, samples_dir, tmp_path):
+    src = samples_dir.joinpath(*ALL_REDUCE).parent / "all_reduce.5.et"
+    assert run_cli("jsonize", str(src), "-o", str(tmp_path / "r.5.json"), "-q").exit_code == 0
+    assert run_cli("dejsonize", str(tmp_path / "r.5.json"), "-o", str(tmp_path / "r.5.et"), "-q").exit_code == 0
+    assert (tmp_path / "r.5.et").read_bytes() == src.read_bytes()
+    # PREFIX in, PREFIX out
+    assert run_cli("jsonize", str(samples_dir.joinpath(*ALL_REDUCE)), "-o", str(tmp_path / "all"), "-q").exit_code == 0
+    assert len(list(tmp_path.glob("all.*.json"))) == 8
+
+
+def run_subprocess(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chakra.cli", *args], capture_output=True, text=True)
+
+
+def test_corrupt_inputs_give_one_line_and_no_output(tmp_path):
+    truncated = tmp_path / "trunc.0.et"
+    t = Trace(nodes=[make_node(i, "n", NodeType.COMP_NODE) for i in range(5)])
+    write_trace(truncated, t)
+    truncated.write_bytes(truncated.read_bytes()[:-2])
+    garbage = tmp_path / "garbage.0.et"
+    garbage.write_bytes(b"\xff" * 20)
+    badjson = tmp_path / "bad.0.json"
+    badjson.write_text('{"format": "chakra-et-json/1", "nodes": [')
+    for path in (truncated, garbage, badjson):
+        out = tmp_path / "out.0.json"
+        proc = run_subprocess("jsonize", str(path), "-o", str(out))
+        assert proc.returncode == 1, proc.stderr
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and str(path.name) in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not out.exists()
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    proc = run_subprocess("jsonize", str(truncated), "-o", str(tmp_path / "o.json"))
+    assert "byte offset" in proc.stderr and "message 5" in proc.stderr
+
+
+def test_debug_shows_traceback(tmp_path):
+    bad = tmp_path / "g.0.et"
+    bad.write_bytes(b"\xff" * 20)
+    proc = run_subprocess("--debug", "stats", str(bad))
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_usage_error_exit_code():
+    assert run_subprocess("stats").returncode == 2
+    assert Path(sys.executable).exists()

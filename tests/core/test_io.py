@@ -1,0 +1,160 @@
+"""Streaming .et I/O on the real ASTRA-sim samples and on damaged files."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chakra.errors import InputError, TraceFormatError
+from chakra.io import TraceReader, TraceWriter, expand_trace_args, read_trace, read_traces, write_trace
+from chakra.schema import CollectiveType, NodeType, pb
+from chakra.schema.attrs import get_attr
+from chakra.trace import Trace, make_metadata, make_node
+
+
+def astrasim_prefix(samples_dir: Path) -> Path:
+    return samples_dir / "astrasim" / "all_reduce_8npus_1MB" / "all_reduce"
+
+
+def test_every_astrasim_sample_reads_back(samples_dir):
+    traces = read_traces([astrasim_prefix(samples_dir)])
+    assert [t.rank for t in traces] == list(range(8))
+    for t in traces:
+        assert t.metadata.version == "0.0.4"
+        assert len(t.nodes) == 1
+        node = t.nodes[0]
+        assert node.type == NodeType.COMM_COLL_NODE
+        assert get_attr(node, "comm_type") == CollectiveType.ALL_REDUCE
+        assert get_attr(node, "comm_size") == 1048576
+        assert get_attr(node, "is_cpu_op") is False
+
+
+def test_rewrite_of_sample_is_byte_identical(samples_dir, tmp_path):
+    for src in sorted(astrasim_prefix(samples_dir).parent.glob("*.et")):
+        dst = tmp_path / src.name
+        write_trace(dst, read_trace(src))
+        assert dst.read_bytes() == src.read_bytes()
+
+
+def sample_trace(n: int = 50) -> Trace:
+    t = Trace(metadata=make_metadata(schema="test"))
+    for i in range(n):
+        t.nodes.append(
+            make_node(
+                i,
+                f"op{i}",
+                NodeType.COMP_NODE,
+                data_deps=[i - 1] if i else [],
+                duration_micros=i,
+                attrs={"is_cpu_op": bool(i % 2), "num_ops": i * 1000},
+            )
+        )
+    return t
+
+
+def test_gzip_written_by_suffix_and_detected_by_magic(tmp_path):
+    t = sample_trace()
+    write_trace(tmp_path / "a.0.et.gz", t)
+    assert (tmp_path / "a.0.et.gz").read_bytes()[:2] == b"\x1f\x8b"
+    # A gzipped stream under a plain .et name is still read (detection is by content).
+    shutil.copy(tmp_path / "a.0.et.gz", tmp_path / "b.0.et")
+    back = read_trace(tmp_path / "b.0.et")
+    assert back.nodes == t.nodes and back.metadata == t.metadata
+
+
+def test_zero_length_message_is_an_empty_node_not_eof(tmp_path):
+    path = tmp_path / "z.0.et"
+    with TraceWriter(path) as w:
+        w.write_metadata(pb.GlobalMetadata())  # serializes to 0 bytes as well
+        w.write_node(pb.Node(id=0))  # every field default: 0 bytes on the wire
+        w.write_node(pb.Node(id=1, name="after"))
+    data = path.read_bytes()
+    assert data[:2] == b"\x00\x00"
+    nodes = read_trace(path).nodes
+    assert [(n.id, n.name) for n in nodes] == [(0, ""), (1, "after")]
+
+
+def test_truncated_stream_names_file_index_and_offset(tmp_path):
+    path = tmp_path / "t.0.et"
+    write_trace(path, sample_trace(10))
+    data = path.read_bytes()
+    path.write_bytes(data[:-3])
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    msg = str(info.value)
+    assert str(path) in msg and "message 10" in msg and "byte offset" in msg and "truncated" in msg
+    # The offset is where the last message's length prefix starts.
+    assert info.value.offset == len(data) - _last_message_size(data)
+
+
+def _last_message_size(data: bytes) -> int:
+    pos, last = 0, 0
+    while pos < len(data):
+        length, start = data[pos], pos
+        pos += 1
+        assert length < 128
+        pos += length
+        last = pos - start
+    return last
+
+
+def test_garbage_bytes_are_an_error(tmp_path):
+    path = tmp_path / "g.0.et"
+    path.write_bytes(b"\x05hello\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert str(path) in str(info.value)
+
+
+def test_corrupt_node_payload(tmp_path):
+    path = tmp_path / "c.0.et"
+    path.write_bytes(b"\x00" + b"\x03\x08\xff\xff")  # metadata, then a node whose varint field never ends
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert info.value.index == 1 and info.value.offset == 1
+
+
+def test_writer_leaves_nothing_on_failure(tmp_path):
+    path = tmp_path / "w.0.et"
+    with pytest.raises(RuntimeError), TraceWriter(path) as w:
+        w.write_node(pb.Node(id=1))
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prefix_expands_ranks_numerically(tmp_path):
+    for r in (0, 1, 2, 10, 11):
+        write_trace(tmp_path / f"p.{r}.et", sample_trace(2))
+    (tmp_path / "p.notarank.et").write_bytes(b"")
+    pairs = expand_trace_args([tmp_path / "p"])
+    assert [r for r, _ in pairs] == [0, 1, 2, 10, 11]
+    assert [r for r, _ in expand_trace_args([tmp_path / "p.10.et"])] == [10]
+    with pytest.raises(InputError):
+        expand_trace_args([tmp_path / "missing"])
+
+
+def test_streaming_reader_over_large_chunks(tmp_path):
+    # More than one 8 MiB read chunk, with messages straddling chunk borders.
+    t = Trace()
+    big = "x" * 3000
+    t.nodes = [make_node(i, big, NodeType.COMP_NODE, data_deps=[i - 1] if i else []) for i in range(6000)]
+    path = tmp_path / "big.0.et"
+    write_trace(path, t)
+    assert path.stat().st_size > 16 << 20
+    with TraceReader(path) as reader:
+        ids = [n.id for n in reader]
+    assert ids == list(range(6000))
+
+
+def test_gzip_truncation_is_reported(tmp_path):
+    path = tmp_path / "t.0.et.gz"
+    write_trace(path, sample_trace(200))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert str(path) in str(info.value)
+    assert gzip  # the module under test is gzip-backed
