@@ -7,7 +7,12 @@ package needs no edit here.
 
 from setuptools import find_packages, setup
 
-ROOTS = {"chakra": "chakra", "chakra.converters": "converters", "chakra.visualizers": "visualizers", "chakra.feeder": "feeder"}
+ROOTS = {
+    "chakra": "chakra",
+    "chakra.converters": "converters",
+    "chakra.visualizers": "visualizers",
+    "chakra.feeder": "feeder",
+}
 
 packages = []
 for namespace, folder in ROOTS.items():
