@@ -1,0 +1,208 @@
+"""FlexFlow simulated task graphs (graphviz dot) -> Chakra: one trace per device.
+
+Reads the upstream `--taskgraph` export and the legacy `npu=` labelled variant (taskgraph.py),
+with our own DOT parser (dot.py). Devices come from the labels (legacy) or from a placement
+(placement.py); transfers become send/recv pairs (lower.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from chakra.errors import InputError
+from chakra.io import write_rank_traces
+
+from .dot import DotGraph, parse_dot
+from .lower import Lowered, lower
+from .placement import Placement, assign_devices, parse_placement
+from .taskgraph import TaskGraph, read_taskgraph
+
+NAME = "flexflow"
+DESCRIPTION = "FlexFlow simulated task graph (.dot from --taskgraph, or the legacy npu= labels)"
+
+__all__ = [
+    "NAME",
+    "DESCRIPTION",
+    "FlexFlowConversion",
+    "convert_flexflow",
+    "parse_dot",
+    "parse_placement",
+    "read_taskgraph",
+    "sniff",
+    "convert_paths",
+    "add_cli",
+    "DotGraph",
+    "TaskGraph",
+    "Placement",
+]
+
+_SNIFF_DIGRAPH = re.compile(r"^\s*(?:strict\s+)?digraph\b", re.IGNORECASE | re.MULTILINE)
+_SNIFF_LABEL = re.compile(r"\|\s*(?:Forward|Backward|Comm|Update|Barrier)\s*\||npu(?:_id)?\s*=\s*\d+")
+
+
+@dataclass
+class FlexFlowConversion:
+    taskgraph: TaskGraph
+    lowered: Lowered
+    placement: str
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        low = self.lowered
+        return {
+            "input": str(self.taskgraph.graph.path),
+            "variant": self.taskgraph.variant,
+            "tasks": len(self.taskgraph.tasks),
+            "npus": len(low.traces),
+            "placement": self.placement,
+            "compute_nodes": low.compute_nodes,
+            "messages": low.messages,
+            "sync_messages": low.sync_messages,
+            "local_transfers": low.local_transfers,
+            "dropped_link_deps": low.dropped_link_deps,
+            "nodes_per_rank": [len(t.nodes) for t in low.traces],
+            "warnings": self.warnings,
+        }
+
+    def write(self, prefix: Path) -> list[Path]:
+        return write_rank_traces(prefix, self.lowered.traces)
+
+
+def convert_flexflow(
+    path: Path,
+    *,
+    placement: Optional[str] = None,
+    npus: Optional[int] = None,
+    bandwidth_gbps: Optional[float] = None,
+    latency_us: float = 0.0,
+    text: Optional[str] = None,
+) -> FlexFlowConversion:
+    """Parse a FlexFlow task graph and split it into per-device traces (nothing is written)."""
+    path = Path(path)
+    graph = parse_dot(path, text)
+    tg = read_taskgraph(graph)
+    warnings: list[str] = []
+    if bandwidth_gbps is not None and bandwidth_gbps <= 0:
+        raise InputError(f"--bandwidth must be > 0, got {bandwidth_gbps}")
+    if tg.variant == "legacy":
+        if placement is not None:
+            warnings.append("legacy npu= labels name each task's device; --placement is ignored")
+        devices = [t.device for t in tg.tasks]
+        how = "npu= labels"
+        bytes_per_us = None
+    else:
+        if placement is None:
+            devices = [None if t.is_comm else 0 for t in tg.tasks]
+            how = "none (every task on NPU 0)"
+            ncomm = sum(t.is_comm for t in tg.tasks)
+            warnings.append(
+                f"{path}: the FlexFlow --taskgraph export records no device, and no --placement was given: "
+                f"all {len(tg.tasks) - ncomm} compute tasks are put on NPU 0 and its {ncomm} Comm tasks become "
+                f"plain dependencies. Pass --placement FILE|SPEC (e.g. 'conv1=0-3;*=0') to split by device."
+            )
+        else:
+            plan = parse_placement(placement)
+            devices, notes = assign_devices(tg, plan)
+            warnings.extend(notes)
+            how = plan.source
+        # 1 GB/s moves 1e3 bytes per µs.
+        bytes_per_us = bandwidth_gbps * 1e3 if bandwidth_gbps is not None else None
+    lowered = lower(
+        tg,
+        devices,
+        npus=npus,
+        bytes_per_us=bytes_per_us,
+        latency_us=latency_us,
+        metadata={"source_format": f"flexflow-taskgraph-{tg.variant}", "input_file": str(path)},
+    )
+    warnings.extend(lowered.warnings)
+    if tg.variant == "upstream" and bytes_per_us is None and lowered.messages:
+        warnings.append(
+            "the upstream export gives transfer times but not sizes: comm_size is 0; "
+            "pass --bandwidth GB/s (and --latency µs) to derive sizes from the times"
+        )
+    return FlexFlowConversion(tg, lowered, how, warnings)
+
+
+def sniff(path: Path) -> bool:
+    """A digraph whose record labels look like FlexFlow tasks (or legacy npu= labels)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8192).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(_SNIFF_DIGRAPH.search(head) and _SNIFF_LABEL.search(head))
+
+
+def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
+    """Default conversion (no placement: an upstream export lands on one NPU, with a warning)."""
+    if len(inputs) != 1:
+        raise InputError("the FlexFlow converter takes exactly one task-graph .dot file")
+    conv = convert_flexflow(Path(inputs[0]))
+    if not quiet:
+        from chakra.cli_common import warn
+
+        for message in conv.warnings:
+            warn(message)
+    return conv.write(prefix)
+
+
+def add_cli(app: typer.Typer) -> None:
+    from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+
+    @app.command(NAME)
+    def convert_flexflow_cmd(
+        taskgraph: Path = typer.Argument(..., help="Task graph .dot written by FlexFlow's --taskgraph."),
+        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<npu>.et."),
+        placement: Optional[str] = typer.Option(
+            None,
+            "--placement",
+            help="Device of each task: a file, or inline 'NAME=DEVS;nodeN=DEV;*=DEV' (DEVS: 3, 0,1 or 0-3).",
+        ),
+        npus: Optional[int] = typer.Option(None, "--npus", help="Write this many rank files (default: devices used)."),
+        bandwidth: Optional[float] = typer.Option(
+            None, "--bandwidth", help="Link bandwidth in GB/s, to derive message sizes from transfer times."
+        ),
+        latency: float = typer.Option(0.0, "--latency", help="Per-hop link latency in µs (with --bandwidth)."),
+        quiet: bool = QuietOption,
+        json_out: bool = JsonOption,
+    ) -> None:
+        """Split a FlexFlow task graph into one Chakra trace per device.
+
+        Compute tasks become COMP nodes (times in µs), each transfer a send on its source and a
+        receive on its destination with a shared comm_tag. The upstream export does not record
+        devices: give --placement, or everything lands on NPU 0 (with a warning). Legacy graphs
+        with 'npu=' labels carry their own devices.
+
+        Examples:
+
+          chakra convert flexflow taskgraph.dot --placement 'conv1=0-3;fc1=0-3;*=0' -o out/ff
+
+          chakra convert flexflow taskgraph.dot --placement placement.json --bandwidth 25 -o out/ff
+
+          chakra convert flexflow legacy_npu_graph.dot -o out/ff
+        """
+        with handle_errors():
+            conv = convert_flexflow(
+                taskgraph, placement=placement, npus=npus, bandwidth_gbps=bandwidth, latency_us=latency
+            )
+            for message in conv.warnings:
+                warn(message)
+            written = conv.write(output)
+            if json_out:
+                print_json({**conv.summary(), "written": [str(p) for p in written]})
+            else:
+                s = conv.summary()
+                info(
+                    f"{taskgraph}: {s['variant']} task graph, {s['tasks']} tasks -> {s['npus']} traces "
+                    f"({s['compute_nodes']} compute nodes, {s['messages']} messages, "
+                    f"{s['sync_messages']} sync messages)",
+                    quiet,
+                )
+                for path in written:
+                    info(f"wrote {path}", quiet)
