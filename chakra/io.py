@@ -18,7 +18,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import IO, BinaryIO, Optional, Union
 
@@ -418,24 +418,24 @@ class TraceWriter:
         self.nodes_written += 1
 
     def write_nodes(self, nodes: Iterable[pb.Node]) -> None:
+        """Serialize and frame nodes in chunks with C-level loops (map/zip/join), no per-node bytecode."""
         if not self._wrote_metadata:
             self.write_metadata(pb.GlobalMetadata())
-        pending = self._pending
-        count = 0
-        size = self._pending_bytes
-        for node in nodes:
-            data = node.SerializeToString()
-            n = len(data)
-            pending.append(_VARINT_CACHE[n] if n < 16384 else encode_varint(n))
-            pending.append(data)
-            size += n
-            count += 1
-            if size > _CHUNK:
-                self._pending_bytes = size
-                self._flush()
-                size = 0
-        self._pending_bytes = size
-        self.nodes_written += count
+        self._flush()
+        serialize = pb.Node.SerializeToString
+        it = iter(nodes)
+        write = self._out.write
+        while True:
+            chunk = list(islice(it, 8192))
+            if not chunk:
+                break
+            datas = list(map(serialize, chunk))
+            try:
+                prefixes = map(_VARINT_CACHE.__getitem__, map(len, datas))
+                write(b"".join(chain.from_iterable(zip(prefixes, datas))))
+            except IndexError:  # a node of 16 KiB or more: frame this chunk the slow way
+                write(b"".join(chain.from_iterable((encode_varint(len(d)), d) for d in datas)))
+            self.nodes_written += len(chunk)
 
     def _append(self, data: bytes) -> None:
         n = len(data)
