@@ -1,0 +1,128 @@
+"""Writing Chrome trace-event JSON (the format Perfetto and chrome://tracing open), streamed.
+
+We emit a small subset, described by `trace_event_schema.json` next to this file: complete
+events (`ph: X`, `ts`/`dur` in µs), metadata events naming processes and threads (`ph: M`) and
+flow events (`ph: s`/`f`) for dependency arrows. Events are serialised in batches with orjson and
+written as they come, so memory stays bounded however long the input is.
+
+Tracks: one process per NPU/rank; threads 1, 2, 3 are the memory, compute and communication
+resources. Perfetto hides complete events that overlap on one thread, so an op that starts while
+another is still running on the same resource goes to an extra lane of that resource (tid
+base + 3·lane, named "compute #2" and so on).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import IO, Any, Optional
+
+import orjson
+from chakra.visualizers.kinds import RESOURCE_TID
+
+from chakra.errors import ChakraError
+
+_BATCH = 20000
+SCHEMA_FILE = "trace_event_schema.json"
+
+
+def load_schema() -> dict:
+    """The JSON Schema of the trace-event subset we write (shipped with the package)."""
+    try:
+        text = resources.files("chakra.visualizers").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError):
+        raise ChakraError(
+            f"{SCHEMA_FILE} is missing from the installed chakra.visualizers package (package data not installed)"
+        ) from None
+    return json.loads(text)
+
+
+def lane_tid(resource: str, lane: int) -> int:
+    return RESOURCE_TID[resource] + 3 * lane
+
+
+class ChromeTraceWriter:
+    """Streams `{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}` to a binary file."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        #: Pending events; hot loops may append here directly and call `flush()` at `batch_limit`
+        #: (then they add their count to `events` / `complete_events` themselves).
+        self.batch: list[dict[str, Any]] = []
+        self.batch_limit = _BATCH
+        self._first = True
+        self.events = 0
+        self.complete_events = 0
+        self.flow_events = 0
+        self._processes: set[int] = set()
+        out.write(b'{"traceEvents":[\n')
+
+    def process(self, pid: int, name: str) -> None:
+        """Name a process (once) and keep processes in pid order."""
+        if pid in self._processes:
+            return
+        self._processes.add(pid)
+        self.add({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
+        self.add({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+
+    def thread(self, pid: int, resource: str, lane: int) -> None:
+        tid = lane_tid(resource, lane)
+        label = resource if lane == 0 else f"{resource} #{lane + 1}"
+        self.add({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": label}})
+        order = RESOURCE_TID[resource] * 1000 + lane
+        self.add({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": order}})
+
+    @property
+    def processes(self) -> int:
+        return len(self._processes)
+
+    def complete(
+        self, name: str, cat: str, pid: int, tid: int, ts_us: float, dur_us: float, args: dict[str, Any]
+    ) -> None:
+        self.complete_events += 1
+        self.add(
+            {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": ts_us, "dur": dur_us, "args": args}
+        )
+
+    def flow(self, flow_id: int, src: tuple[int, int, float], dst: tuple[int, int, float]) -> None:
+        """A dependency arrow from the slice at src (pid, tid, ts) to the slice starting at dst."""
+        self.flow_events += 2
+        self.add(
+            {"name": "dep", "cat": "dependency", "ph": "s", "id": flow_id, "pid": src[0], "tid": src[1], "ts": src[2]}
+        )
+        self.add(
+            {
+                "name": "dep",
+                "cat": "dependency",
+                "ph": "f",
+                "bp": "e",
+                "id": flow_id,
+                "pid": dst[0],
+                "tid": dst[1],
+                "ts": dst[2],
+            }
+        )
+
+    def add(self, event: dict[str, Any]) -> None:
+        self.batch.append(event)
+        self.events += 1
+        if len(self.batch) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        data = orjson.dumps(self.batch)
+        # Strip the list brackets and join batches with a comma.
+        body = data[1:-1].replace(b'},{"', b'},\n{"')
+        if not self._first:
+            self._out.write(b",\n")
+        self._out.write(body)
+        self._first = False
+        self.batch.clear()
+
+    def close(self, other_data: Optional[dict[str, Any]] = None) -> None:
+        self.flush()
+        self._out.write(b'\n],"displayTimeUnit":"ns","otherData":')
+        self._out.write(orjson.dumps(other_data or {}))
+        self._out.write(b"}\n")
