@@ -1,0 +1,250 @@
+"""`chakra generate`: write multi-rank traces from a spec file or a built-in parallel workload."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json
+
+OutputOption = typer.Option(
+    ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
+)
+TflopsOption = typer.Option(100.0, "--tflops", help="Device peak compute (TFLOP/s) for roofline durations.")
+MemBwOption = typer.Option(2000.0, "--mem-bw", help="Device memory bandwidth (GB/s, decimal) for roofline durations.")
+
+app = typer.Typer(
+    name="generate",
+    help="Generate multi-rank Chakra traces: from a spec file (YAML or Python) or a built-in workload.\n\n"
+    "Every compute node carries num_ops (FLOPs) and tensor_size (bytes) and a duration from a roofline "
+    "device model (--tflops, --mem-bw). Also writes PREFIX.comm_groups.json for ASTRA-sim's "
+    "--comm-group-configuration. See docs/dsl.md.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+
+SPEC_HELP = (
+    "Generate from a declarative spec. See docs/dsl.md for the format.\n\n"
+    "A .py spec is your own code: it is imported and its build() must return a chakra.dsl.Workload. A "
+    "YAML spec is data only (ranks, groups, ops).\n\n"
+    "Example: chakra generate spec examples/two_stage_pipeline.yaml -o out/pipe"
+)
+
+MICROBENCH_HELP = (
+    "One collective of each type at each size of a sweep, back to back on all ranks.\n\n"
+    "ASTRA-sim simulates only all_reduce, all_gather, reduce_scatter and all_to_all (broadcast by "
+    "duration): pick those with --type for it.\n\n"
+    "Example: chakra generate microbench --ranks 16 --min-size 1KiB --max-size 1GiB -o out/mb"
+)
+
+TRANSFORMER_HELP = (
+    "A GPT-style training step with data, tensor and pipeline parallelism (ranks = dp x tp x pp).\n\n"
+    "Tensor-parallel all-reduces per layer (reduce-scatter/all-gather with --sequence-parallel), 1F1B "
+    "pipeline send/recv, gradient all-reduce or ZeRO reduce-scatter/all-gather on the data-parallel "
+    "groups.\n\n"
+    "Example: chakra generate transformer --layers 32 --hidden 4096 --heads 32 --dp 4 --tp 8 --pp 4 "
+    "--batch 64 --microbatches 8 --zero 1 -o out/gpt"
+)
+
+
+def _device(tflops: float, mem_bw: float):
+    from chakra.dsl.device import Device
+    from chakra.dsl.workload import DSLError
+
+    try:
+        return Device(tflops=tflops, mem_bw=mem_bw)
+    except ValueError as exc:
+        raise DSLError(str(exc)) from None
+
+
+def _finish(workload, output: Path, started: float, quiet: bool, as_json: bool, extra: Optional[dict] = None) -> None:
+    """Save, then report what was written (and the closed-form figures when the workload has them)."""
+    from chakra.dsl.workload import comm_groups_path
+
+    info(f"writing {workload.num_ranks} rank trace(s) to {output}.<rank>.et", quiet)
+    paths = workload.save(output)
+    summary: dict[str, Any] = {
+        "workload": workload.name,
+        "ranks": workload.num_ranks,
+        "nodes": workload.node_count(),
+        "process_groups": len(workload.groups),
+        "flops": workload.total_flops(),
+        "files": [str(p) for p in paths],
+        "comm_groups": str(comm_groups_path(output)),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    if extra:
+        summary.update(extra)
+    if as_json:
+        print_json(summary)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"generated {workload.name}", show_header=False)
+    for key in ("ranks", "nodes", "process_groups"):
+        table.add_row(key, f"{summary[key]:,}")
+    table.add_row("FLOPs (sum of num_ops)", f"{summary['flops']:.4g}")
+    for key, value in (extra or {}).items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    table.add_row("output", f"{output}.0.et .. {output}.{workload.num_ranks - 1}.et")
+    table.add_row("comm groups", summary["comm_groups"])
+    table.add_row("time", f"{summary['seconds']:.2f} s")
+    console.print(table)
+
+
+@app.command("spec", help=SPEC_HELP)
+def spec_cmd(
+    spec: Path = typer.Argument(..., help="A .yaml/.yml/.json spec (data) or a .py file defining build()."),
+    output: Path = OutputOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Generate from a declarative spec. See docs/dsl.md for the format."""
+    with handle_errors():
+        from chakra.dsl.spec import load_spec
+
+        started = time.perf_counter()
+        workload = load_spec(spec)
+        _finish(workload, output, started, quiet, as_json)
+
+
+@app.command("microbench", help=MICROBENCH_HELP)
+def microbench_cmd(
+    ranks: int = typer.Option(8, "--ranks", "-n", help="Number of ranks."),
+    min_size: str = typer.Option("1KiB", "--min-size", help="Smallest message (bytes or 4KiB, 1MiB...)."),
+    max_size: str = typer.Option("64MiB", "--max-size", help="Largest message."),
+    factor: int = typer.Option(4, "--factor", help="Size step factor of the sweep."),
+    types: Optional[list[str]] = typer.Option(
+        None, "--type", "-t", help="Collective type(s) to include (default: all)."
+    ),
+    output: Path = OutputOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """One collective of each type at each size of a sweep, back to back on all ranks."""
+    with handle_errors():
+        from chakra.dsl.builtins.microbench import build_microbench, size_sweep
+        from chakra.dsl.spec import parse_quantity
+
+        started = time.perf_counter()
+        sizes = size_sweep(
+            int(parse_quantity(min_size, "--min-size")), int(parse_quantity(max_size, "--max-size")), factor
+        )
+        workload = build_microbench(ranks, sizes, types)
+        _finish(workload, output, started, quiet, as_json, {"sizes": len(sizes)})
+
+
+@app.command("mlp")
+def mlp_cmd(
+    mode: str = typer.Option("dp-mp", "--mode", help="mp, dp-mp (DP on dim 1, MP on dim 2) or mp-dp."),
+    dim1: int = typer.Option(4, "--dim1", help="NPUs along network dimension 1."),
+    dim2: int = typer.Option(4, "--dim2", help="NPUs along network dimension 2."),
+    layers: int = typer.Option(6, "--layers"),
+    hidden: int = typer.Option(4096, "--hidden"),
+    batch: int = typer.Option(512, "--batch", help="Global batch size."),
+    tflops: float = TflopsOption,
+    mem_bw: float = MemBwOption,
+    output: Path = OutputOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """The Chakra paper's MLP case study (6 layers; MP, DP-MP, MP-DP over a 2-D network).
+
+    Example: chakra generate mlp --mode mp-dp --dim1 4 --dim2 8 -o out/mlp
+    """
+    with handle_errors():
+        from chakra.dsl.builtins.mlp import MLPConfig, build_mlp
+
+        started = time.perf_counter()
+        cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode, layers=layers, hidden=hidden, batch=batch)
+        workload = build_mlp(cfg, _device(tflops, mem_bw))
+        _finish(workload, output, started, quiet, as_json, {"closed_form_flops": float(cfg.flops())})
+
+
+@app.command("transformer", help=TRANSFORMER_HELP)
+def transformer_cmd(
+    layers: int = typer.Option(24, "--layers"),
+    hidden: int = typer.Option(2048, "--hidden"),
+    heads: int = typer.Option(16, "--heads"),
+    seq: int = typer.Option(2048, "--seq", help="Sequence length."),
+    batch: int = typer.Option(32, "--batch", help="Global batch in sequences."),
+    microbatches: int = typer.Option(4, "--microbatches", help="Microbatches per data-parallel replica."),
+    dp: int = typer.Option(1, "--dp", help="Data-parallel degree."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree (1F1B schedule)."),
+    vocab: int = typer.Option(50257, "--vocab"),
+    zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 for the data-parallel dimension."),
+    sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism."),
+    tflops: float = TflopsOption,
+    mem_bw: float = MemBwOption,
+    output: Path = OutputOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """A GPT-style training step with data, tensor and pipeline parallelism (ranks = dp x tp x pp)."""
+    with handle_errors():
+        from chakra.dsl.builtins.transformer import TransformerConfig, build_transformer
+
+        started = time.perf_counter()
+        cfg = TransformerConfig(
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            seq=seq,
+            batch=batch,
+            microbatches=microbatches,
+            dp=dp,
+            tp=tp,
+            pp=pp,
+            vocab=vocab,
+            zero=zero,
+            sequence_parallel=sequence_parallel,
+        )
+        workload = build_transformer(cfg, _device(tflops, mem_bw))
+        extra = {"params": cfg.params(), "6*params*tokens": float(6 * cfg.params() * cfg.batch * cfg.seq)}
+        extra["closed_form_flops"] = float(cfg.model_flops())
+        _finish(workload, output, started, quiet, as_json, extra)
+
+
+@app.command("dlrm")
+def dlrm_cmd(
+    ranks: int = typer.Option(8, "--ranks", "-n"),
+    batch: int = typer.Option(2048, "--batch", help="Global batch size."),
+    tables: int = typer.Option(26, "--tables", help="Embedding tables (spread round-robin over ranks)."),
+    emb_dim: int = typer.Option(128, "--emb-dim"),
+    pooling: int = typer.Option(1, "--pooling", help="Lookups per sample per table."),
+    bottom: str = typer.Option(
+        "512-256", "--bottom", help="Bottom MLP hidden widths (the last layer outputs emb-dim)."
+    ),
+    top: str = typer.Option("1024-1024-512-256-1", "--top", help="Top MLP widths."),
+    tflops: float = TflopsOption,
+    mem_bw: float = MemBwOption,
+    output: Path = OutputOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """DLRM: model-parallel embeddings with all-to-all, data-parallel MLPs with all-reduce.
+
+    Example: chakra generate dlrm --ranks 16 --tables 64 --batch 4096 -o out/dlrm
+    """
+    with handle_errors():
+        from chakra.dsl.builtins.dlrm import DLRMConfig, build_dlrm
+        from chakra.dsl.workload import DSLError
+
+        started = time.perf_counter()
+        try:
+            bot = [int(x) for x in bottom.split("-") if x]
+            tp_ = [int(x) for x in top.split("-") if x]
+        except ValueError:
+            raise DSLError("--bottom/--top take widths like 512-256-64") from None
+        cfg = DLRMConfig(ranks=ranks, batch=batch, tables=tables, emb_dim=emb_dim, pooling=pooling, bottom=bot, top=tp_)
+        workload = build_dlrm(cfg, _device(tflops, mem_bw))
+        _finish(workload, output, started, quiet, as_json, {"closed_form_flops": float(cfg.flops())})
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="generate")
