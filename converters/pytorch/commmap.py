@@ -1,0 +1,301 @@
+"""Turning collective calls into comm nodes: pairing each call with the work that executed it.
+
+A *call* is a `c10d::<op>` (or, without one, a `record_param_comms`); an *executor* is what moved
+the data: an NCCL kernel (Kineto), a `gloo:<op>` run-loop op, or `nccl:<op>` when the trace has no
+kernels (ET alone). Each call with executors becomes ONE comm node placed on its first executor
+(later executors of the same call, e.g. the two `gloo:all_reduce` of a gloo reduce_scatter, are
+merged into it). A call without any executor still gets a comm node, synthesised after the call,
+so an ET-only NCCL trace keeps all its collectives.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Optional
+
+from chakra.schema import CollectiveType
+
+from . import comms
+from .comms import RECV, SEND, CommInfo
+from .ops import COMM, CPU, GPU, Op
+
+# executor collective -> c10d collectives it can execute
+_COMPATIBLE = {
+    CollectiveType.ALL_REDUCE: {CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER},
+    CollectiveType.ALL_GATHER: {CollectiveType.ALL_GATHER},
+}
+
+
+def _tensor_keys(value: Any, out: set) -> None:
+    if isinstance(value, list):
+        if len(value) == 6 and isinstance(value[0], int) and isinstance(value[5], str):
+            out.add((value[0], value[1]))
+        else:
+            for v in value:
+                _tensor_keys(v, out)
+
+
+def _keys(op: Op) -> set:
+    keys: set = set()
+    if op.inputs:
+        _tensor_keys(op.inputs[0], keys)
+    if op.outputs:
+        _tensor_keys(op.outputs[0], keys)
+    return keys
+
+
+class Call:
+    __slots__ = ("op", "info", "executors", "keys")
+
+    def __init__(self, op: Op, info: CommInfo) -> None:
+        self.op = op
+        self.info = info
+        self.executors: list[Op] = []
+        self.keys: Optional[set] = None
+
+
+def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, Any]) -> list[Op]:
+    """Mark comm executors (kind COMM, .comm set); returns the ops merged away (to drop)."""
+    has_kernels = any(op.kind == COMM for op in ops.values())  # only NCCL kernels are COMM so far
+    calls: dict[int, Call] = {}
+    order = sorted(ops)
+    unknown: Counter = Counter()
+    for oid in order:
+        op = ops[oid]
+        if op.kind != CPU:
+            continue
+        name = op.name
+        if name.startswith("c10d::"):
+            info = comms.from_c10d(op)
+            if info is None and op.kargs:
+                info = comms.from_kineto_args(op.kargs)
+            if info is None:
+                if comms.coll_from_word(name[6:].rstrip("_")) is None and name[6:] not in (
+                    "wait",
+                    "allreduce_coalesced_",
+                ):
+                    unknown[name] += 1
+                continue
+            calls[oid] = Call(op, info)
+        elif name == "record_param_comms":
+            info = comms.from_record_param_comms(op)
+            if info is None and op.kargs:
+                info = comms.from_kineto_args(op.kargs)
+            if info is None:
+                continue
+            anc = _call_ancestor(op, ops, calls)
+            if anc is not None:
+                _refine(anc.info, info)
+            else:
+                calls[oid] = Call(op, info)
+    # Executors.
+    executors: list[Op] = []
+    for oid in order:
+        op = ops[oid]
+        if op.kind == COMM:  # NCCL kernels (set by add_gpu_ops)
+            executors.append(op)
+        elif op.kind == CPU and comms.is_executor_name(op.name):
+            if op.name.startswith("nccl:") and has_kernels:
+                continue  # with kernels present, nccl:<op> is only the host-side launch
+            op.kind = COMM
+            executors.append(op)
+    merged: list[Op] = []
+    batch_kernels: list[Op] = []
+    call_list = sorted(calls.values(), key=lambda c: c.op.id)
+    for ex in executors:
+        call = _find_call(ex, ops, calls, call_list)
+        if call is not None:
+            call.executors.append(ex)
+        else:
+            info = _standalone_info(ex)
+            if info is None:
+                if comms.executor_coll(ex.name) == "sendrecv":
+                    batch_kernels.append(ex)
+                    continue
+                ex.kind = GPU if ex.thread and isinstance(ex.thread, tuple) else CPU
+                unknown[ex.name] += 1
+                continue
+            ex.comm = info
+            ex.launcher = ex.launcher or _cpu_parent(ex, ops)
+    split_p2p = _split_batches(batch_kernels, call_list, unknown)
+    merged.extend(k for k in batch_kernels if k.kind == COMM)
+    synthesized = 0
+    next_id = max(ops, default=1) + 1
+    for call in call_list:
+        if not call.executors or call in split_p2p:
+            kernel = split_p2p.get(call)
+            syn = Op(next_id, _syn_name(call), call.op.id, COMM)
+            next_id += 1
+            syn.comm = call.info
+            syn.launcher = call.op
+            syn.tid = call.op.tid
+            if kernel is not None:
+                # One node per send/recv of the batch, all spanning the batch kernel, in parallel.
+                syn.ts, syn.end, syn.stream, syn.device = kernel.ts, kernel.end, kernel.stream, kernel.device
+                syn.thread = (*kernel.thread, "p2p", syn.id) if isinstance(kernel.thread, tuple) else None
+                syn.launcher = kernel.launcher or call.op
+            elif call.op.end is not None:
+                syn.ts = syn.end = call.op.end
+            ops[syn.id] = syn
+            synthesized += kernel is None
+            continue
+        exs = sorted(call.executors, key=lambda e: (e.ts if e.ts is not None else 0, e.id))
+        head = exs[0]
+        info = call.info
+        ex_coll = comms.executor_coll(head.name)
+        if info.size == 0 and head.kargs:
+            kinfo = comms.from_kineto_args(head.kargs)
+            if kinfo is not None:
+                _refine(info, kinfo)
+        if info.size == 0 and head.inputs:
+            info.size = comms.tensor_bytes(head.inputs[0])
+        if info.coll is None and ex_coll not in (None, "unknown", "sendrecv"):
+            info.coll = ex_coll
+        head.comm = info
+        if head.launcher is None:
+            head.launcher = call.op
+        for other in exs[1:]:
+            if other.ts is not None and head.end is not None and other.end is not None:
+                head.end = max(head.end, other.end)
+            merged.append(other)
+    # Process groups, ranks, defaults.
+    default_pg = str(pgs[0].get("pg_name", "0")) if len(pgs) == 1 else "0"
+    pg_ranks = {str(g.get("pg_name")): list(g.get("ranks") or []) for g in pgs}
+    defaulted = 0
+    counts: Counter = Counter()
+    sizes: Counter = Counter()
+    for op in ops.values():
+        info = op.comm
+        if op.kind != COMM or info is None:
+            continue
+        if not info.pg_name:
+            info.pg_name = default_pg
+            defaulted += 1
+        label = info.coll if isinstance(info.coll, str) else CollectiveType(info.coll).name
+        counts[label] += 1
+        sizes[label] += info.size
+        if info.coll in (SEND, RECV):
+            members = pg_ranks.get(info.pg_name) or []
+            peer = members[info.peer] if 0 <= info.peer < len(members) else info.peer
+            op.extra = dict(op.extra or {}, comm_src=rank if info.coll == SEND else peer,
+                            comm_dst=peer if info.coll == SEND else rank)  # fmt: skip
+    stats["collectives"] = {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)}
+    stats["comm_calls"] = len(call_list)
+    stats["comm_synthesized"] = synthesized
+    stats["p2p_split_from_batches"] = len(split_p2p)
+    stats["comm_executors_merged"] = len(merged)
+    stats["comm_pg_defaulted"] = defaulted
+    stats["unknown"] = dict(unknown)
+    return merged
+
+
+def _split_batches(kernels: list[Op], call_list: list[Call], unknown: Counter) -> dict:
+    """Batched p2p (NCCL `batch_isend_irecv`): one `ncclDevKernel_SendRecv` runs every send/recv the
+    batch's `c10d::send`/`c10d::recv_` calls queued. Those calls found no executor of their own;
+    each takes the kernel that follows them. Returns call -> kernel; claimed kernels become COMM
+    (then dropped as merged), unclaimed ones stay GPU compute, counted as unknown."""
+    out: dict = {}
+    waiting = [c for c in call_list if not c.executors and c.info.coll in (SEND, RECV)]
+    for k in sorted(kernels, key=lambda k: (k.ts or 0, k.id)):
+        limit = k.launcher.id if k.launcher is not None else k.id
+        claimed = [c for c in waiting if c.op.id < limit]
+        if not claimed:
+            k.kind = GPU
+            unknown[k.name] += 1
+            continue
+        waiting = [c for c in waiting if c.op.id >= limit]
+        for c in claimed:
+            out[c] = k
+        k.kind = COMM
+    return out
+
+
+def _syn_name(call: Call) -> str:
+    coll = call.info.coll
+    word = coll if isinstance(coll, str) else CollectiveType(coll).name.lower()
+    return f"comm:{word}"
+
+
+def _refine(base: CommInfo, better: CommInfo) -> None:
+    """Fill `base` from a more precise record (record_param_comms / Kineto args)."""
+    if better.coll is not None and better.source in ("record_param_comms", "kineto"):
+        # keep p2p direction / rooted types from c10d when the record only says e.g. 'coalesced'
+        base.coll = better.coll
+    if better.size:
+        base.size = better.size
+    if better.pg_name:
+        base.pg_name = better.pg_name
+    if better.peer >= 0:
+        base.peer = better.peer
+    if better.dtype:
+        base.dtype = better.dtype
+
+
+def _call_ancestor(op: Op, ops: dict[int, Op], calls: dict[int, Call]) -> Optional[Call]:
+    seen = 0
+    p = op.parent
+    while p and seen < 64:
+        c = calls.get(p)
+        if c is not None:
+            return c
+        parent = ops.get(p)
+        if parent is None or parent.parent == p:
+            return None
+        p = parent.parent
+        seen += 1
+    return None
+
+
+def _cpu_parent(op: Op, ops: dict[int, Op]) -> Optional[Op]:
+    parent = ops.get(op.parent)
+    return parent if parent is not None and parent.kind == CPU else None
+
+
+def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: list[Call]) -> Optional[Call]:
+    # 1. Through the tree: the kernel's launcher, or the nccl:/gloo: op's ET parent.
+    start = ex.launcher.id if ex.launcher is not None else ex.parent
+    if start in calls:
+        return calls[start]
+    if start in ops:
+        anc = _call_ancestor(ops[start], ops, calls)
+        if anc is not None and _compatible(ex, anc):
+            return anc
+    if not ex.name.startswith("gloo:"):
+        return None
+    # 2. gloo: a call that started before the executor and shares a tensor, else the latest compatible one.
+    keys = _keys(ex)
+    best = None
+    for call in reversed(call_list):
+        if call.op.id >= ex.id or not _compatible(ex, call):
+            continue
+        if best is None:
+            best = call
+        if keys:
+            if call.keys is None:
+                call.keys = _keys(call.op)
+            if keys & call.keys:
+                return call
+        if ex.id - call.op.id > 5000:
+            break
+    return best
+
+
+def _compatible(ex: Op, call: Call) -> bool:
+    coll = comms.executor_coll(ex.name)
+    if coll in (None, "unknown", "sendrecv"):
+        return True
+    return call.info.coll in _COMPATIBLE.get(coll, {coll})
+
+
+def _standalone_info(ex: Op) -> Optional[CommInfo]:
+    if ex.kargs:
+        info = comms.from_kineto_args(ex.kargs)
+        if info is not None:
+            return info
+    coll = comms.executor_coll(ex.name)
+    if coll in (None, "unknown", "sendrecv"):
+        return None
+    info = CommInfo(coll, source="executor")
+    if ex.inputs:
+        info.size = comms.tensor_bytes(ex.inputs[0])
+    return info

@@ -1,0 +1,368 @@
+"""Per-rank conversion and the multi-rank driver (pairing by rank, parallel processes, atomic output).
+
+`convert_rank` does one rank in memory (library call); `convert_files` pairs ET and Kineto files
+by rank, converts each rank in its own process when there are several, writes every rank to a
+temporary file, and renames them all into `PREFIX.<rank>.et` only when every rank succeeded, so a
+failure never leaves a half-written set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from chakra.errors import ChakraError, InputError, TraceFormatError
+from chakra.io import TraceWriter, rank_path
+from chakra.schema import NodeType, node_type_name
+from chakra.trace import Trace, make_metadata
+
+from . import comms
+from .commmap import map_comms
+from .dag import SYNC_RUNTIME, Builder
+from .emit import CycleError, make_pb, ordered
+from .et import ETFile, load_et, read_input_bytes, sniff_et_head
+from .kineto_trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
+from .link import add_gpu_ops, link_et, ops_from_kineto
+from .ops import COMM, CPU, GPU
+
+
+@dataclass
+class Options:
+    gap_min_us: float = 1.0  # shorter CPU gaps are folded into the segment before them
+    io: bool = True  # copy inputs/outputs (values, shapes, types) into IOInfo
+    jobs: int = 0  # parallel processes for several ranks (0 = one per rank, up to the CPU count)
+
+
+@dataclass
+class RankInput:
+    rank: int
+    et: Optional[str] = None  # path (or "archive:member") of the ET document
+    et_raw: Optional[bytes] = None
+    kineto: Optional[str] = None
+    kineto_raw: Optional[bytes] = None
+
+
+def convert_rank(
+    et: Optional[ETFile],
+    kf: Optional[KinetoFile],
+    rank: int,
+    options: Optional[Options] = None,
+    writer: Optional[TraceWriter] = None,
+) -> tuple[Trace, dict[str, Any]]:
+    """Convert one rank (ET and/or Kineto already loaded) into a Trace and its summary.
+
+    With `writer`, nodes are streamed into it as they are made and the returned Trace holds none
+    (bounded memory for big traces). The cyclic GC is paused meanwhile: the parsed JSON is millions
+    of live objects, and every generation-2 pass would walk them all for nothing.
+    """
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        return _convert_rank(et, kf, rank, options or Options(), writer)
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def _convert_rank(
+    et: Optional[ETFile], kf: Optional[KinetoFile], rank: int, options: Options, writer: Optional[TraceWriter]
+) -> tuple[Trace, dict[str, Any]]:
+    t0 = time.perf_counter()
+    stats: dict[str, Any] = {"rank": rank, "warnings": []}
+    if et is not None:
+        ops = et.ops
+        stats.update(et=et.path, schema=et.schema, et_nodes=len(ops) + et.roots)
+        if et.repaired:
+            stats["warnings"].append(f"{et.path}: unterminated ET repaired (cut at the last complete node)")
+        ext_to_op = link_et(ops, kf, stats) if kf is not None else {}
+        if kf is not None and stats["et_ops_with_rf_id"] and stats["link_rate"] < 0.5:
+            stats["warnings"].append(
+                f"only {stats['linked']} of {stats['et_ops_with_rf_id']} ET ops link to {kf.path} by name"
+                f" ({stats['link_key']}); were both traces taken over the same steps?"
+            )
+        dropped = Counter({"process/thread root node": et.roots}) if et.roots else Counter()
+    else:
+        assert kf is not None
+        ops, ext_to_op = ops_from_kineto(kf)
+        stats.update(et=None, schema=None)
+        dropped = Counter()
+    if kf is not None:
+        stats["kineto"] = kf.path
+        if kf.repaired:
+            stats["warnings"].append(f"{kf.path}: unterminated Kineto trace repaired (cut at the last complete event)")
+        add_gpu_ops(ops, kf, ext_to_op, stats)
+    _roofline_to_kernels(ops)
+    pgs = _process_groups(et, kf)
+    merged = map_comms(ops, rank, pgs, stats)
+    for m in merged:
+        del ops[m.id]
+    if merged:
+        dropped["executor merged into its collective's comm node"] += len(merged)
+    timed = kf is not None
+    builder = Builder(ops, timed, int(options.gap_min_us * 1000), stats)
+    sync_events = []
+    if kf is not None:
+        sync_events = _sync_events(kf)
+    items = builder.build(sync_events)
+    try:
+        items = ordered(items)
+    except CycleError:
+        # Safety net: wait/sync edges are inferred from times; drop them rather than emit a cycle.
+        for ex, seg in builder.wait_edges:
+            if ex.id in seg.data:
+                seg.data.remove(ex.id)
+            seg.wait_from = seg.start
+        stats["warnings"].append("wait/sync edges removed: they formed a dependency cycle")
+        items = ordered(items)
+    md = make_metadata(
+        source="chakra.converters.pytorch",
+        rank=rank,
+        world_size=int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs)),
+        schema=et.schema if et is not None else None,
+        pid=et.pid if et is not None else (kf.pid if kf is not None else None),
+        time=et.time if et is not None else None,
+        start_ts=et.start_ts if et is not None else None,
+        finish_ts=et.finish_ts if et is not None else None,
+        timed=timed,
+    )
+    by_type: Counter = Counter()
+    t_lo, t_hi = None, 0
+    nodes: list = []
+    if writer is not None:
+        writer.write_metadata(md)
+    io = options.io
+    for i in range(0, len(items), 4096):
+        batch = [make_pb(it, io) for it in items[i : i + 4096]]
+        for n in batch:
+            by_type[n.type] += 1
+            if n.start_time_micros:
+                t_lo = n.start_time_micros if t_lo is None else min(t_lo, n.start_time_micros)
+                t_hi = max(t_hi, n.start_time_micros + n.duration_micros)
+        if writer is not None:
+            writer.write_nodes(batch)
+        else:
+            nodes.extend(batch)
+    trace = Trace(metadata=md, nodes=nodes, rank=rank)
+    stats["span_us"] = (t_hi - t_lo) if t_lo is not None else 0
+    _summarise(stats, by_type, items, dropped, timed)
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return trace, stats
+
+
+def _sync_events(kf: KinetoFile) -> list[KEvent]:
+    """Host-side sync calls: cuda_sync records (GPU-side tid) moved onto their runtime call's thread/time."""
+    by_corr = {r.args.get("correlation"): r for r in kf.runtime if r.name in SYNC_RUNTIME}
+    out = []
+    for e in kf.sync:
+        r = by_corr.pop(e.args.get("correlation"), None)
+        if r is not None:
+            out.append(KEvent(e.cat, r.name, r.ts, r.end, r.pid, r.tid, e.args))
+    out.extend(by_corr.values())  # sync calls without a cuda_sync record: wait on every stream
+    return out
+
+
+def _roofline_to_kernels(ops: dict) -> None:
+    """GPU kernels inherit their launching aten op's FLOPs/bytes, shared by duration."""
+    groups: dict[int, list] = {}
+    for op in ops.values():
+        if op.kind == GPU and op.launcher is not None and op.launcher.flops:
+            groups.setdefault(op.launcher.id, []).append(op)
+    for kernels in groups.values():
+        launcher = kernels[0].launcher
+        total = sum(max(k.end - k.ts, 1) for k in kernels)
+        for k in kernels:
+            share = max(k.end - k.ts, 1) / total
+            k.flops = int(launcher.flops * share)
+            k.bytes = int(launcher.bytes * share)
+
+
+def _process_groups(et: Optional[ETFile], kf: Optional[KinetoFile]) -> list[dict]:
+    if et is not None:
+        for op in et.pg_init:
+            if op.inputs and op.inputs[0]:
+                groups = comms.parse_process_groups(op.inputs[0][0])
+                if groups:
+                    return groups
+    if kf is not None:
+        cfg = kf.distributed.get("pg_config")
+        if isinstance(cfg, list):
+            return [g for g in cfg if isinstance(g, dict)]
+    return []
+
+
+def _world_from_pgs(pgs: list[dict]) -> int:
+    sizes = [int(g.get("group_size") or g.get("pg_size") or 0) for g in pgs]
+    return max(sizes, default=0)
+
+
+def _summarise(stats: dict, type_counts: Counter, items: list, dropped: Counter, timed: bool) -> None:
+    by_type = Counter({node_type_name(k): v for k, v in type_counts.items()})
+    stats["nodes"] = sum(type_counts.values())
+    stats["nodes_by_type"] = dict(sorted(by_type.items()))
+    stats["cpu_ops"] = sum(1 for it in items if it.op is not None and it.op.kind == CPU)
+    stats["gpu_ops"] = sum(1 for it in items if it.op is not None and it.op.kind == GPU)
+    stats["p2p"] = {
+        "send": by_type.get(node_type_name(NodeType.COMM_SEND_NODE), 0),
+        "recv": by_type.get(node_type_name(NodeType.COMM_RECV_NODE), 0),
+    }
+    stats["dropped"] = dict(dropped)
+    stats["durations"] = "from Kineto" if timed else "none (no Kineto trace): every duration is 0"
+    if not timed:
+        stats["warnings"].append("no Kineto trace: durations and start times are 0")
+    if stats.get("unknown"):
+        total = sum(stats["unknown"].values())
+        stats["warnings"].append(f"{total} comm-like op(s) of unknown kind kept as compute: {sorted(stats['unknown'])}")
+    steps = {}
+    for it in items:
+        op = it.op
+        if op is not None and op.kind == CPU and op.name.startswith("ProfilerStep#") and op.end is not None:
+            steps[op.name] = round((op.end - op.ts) / 1000, 1)
+    if steps:
+        stats["profiler_steps_us"] = steps
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and ranks
+
+
+_NUM = re.compile(r"\d+")
+
+
+def rank_from_name(name: str) -> Optional[int]:
+    base = name.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    for ext in (".gz", ".json", ".tar", ".tgz"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+    nums = _NUM.findall(base)
+    return int(nums[-1]) if nums else None
+
+
+def classify(name: str, raw: bytes) -> str:
+    head = raw[:65536]
+    if sniff_et_head(head):
+        return "et"
+    if sniff_kineto_head(head):
+        return "kineto"
+    raise TraceFormatError(name, "neither a PyTorch Execution Trace nor a Kineto trace (unknown JSON layout)")
+
+
+def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> list[RankInput]:
+    """Read every input and pair ETs with Kineto traces by rank."""
+    ets: list[tuple[str, bytes]] = []
+    kins: list[tuple[str, bytes]] = []
+    for path in et_paths:
+        for name, raw in read_input_bytes(Path(path)):
+            (ets if classify(name, raw) == "et" else kins).append((name, raw))
+    for path in kineto_paths:
+        for name, raw in read_input_bytes(Path(path)):
+            if classify(name, raw) != "kineto":
+                raise TraceFormatError(name, "given with --kineto but it is not a Kineto trace")
+            kins.append((name, raw))
+    if not ets and not kins:
+        raise InputError("no input files")
+    et_ranks = _assign_ranks([n for n, _ in ets], None)
+    kin_ranks = _assign_ranks([n for n, _ in kins], [_kineto_rank(raw) for _, raw in kins])
+    if ets and kins:
+        if len(ets) == 1 and len(kins) == 1:
+            et_ranks = kin_ranks = [kin_ranks[0] if _kineto_rank(kins[0][1]) is not None else et_ranks[0]]
+        if sorted(et_ranks) != sorted(kin_ranks):
+            raise InputError(
+                f"ranks do not pair: ET files give ranks {sorted(et_ranks)}, Kineto files give {sorted(kin_ranks)}"
+            )
+    out: dict[int, RankInput] = {}
+    for (name, raw), r in zip(ets, et_ranks):
+        out[r] = RankInput(r, et=name, et_raw=raw)
+    for (name, raw), r in zip(kins, kin_ranks):
+        ri = out.setdefault(r, RankInput(r))
+        ri.kineto, ri.kineto_raw = name, raw
+    return [out[r] for r in sorted(out)]
+
+
+def _kineto_rank(raw: bytes) -> Optional[int]:
+    m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', raw[:200000])
+    return int(m.group(1)) if m else None
+
+
+def _assign_ranks(names: list[str], known: Optional[list[Optional[int]]]) -> list[int]:
+    if not names:
+        return []
+    if known and all(k is not None for k in known) and len(set(known)) == len(known):
+        return [int(k) for k in known]  # type: ignore[arg-type]
+    if len(names) == 1:
+        return [known[0] if known and known[0] is not None else 0]
+    ranks = [rank_from_name(n) for n in names]
+    if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
+        raise InputError(f"cannot tell the ranks of {names} apart: name files like et.<rank>.json")
+    return ranks  # type: ignore[return-value]
+
+
+def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, Any]:
+    """Worker: convert one rank and write it to `out_path` (atomic). Returns the summary or an error."""
+    try:
+        gc_was = gc.isenabled()
+        gc.disable()  # see convert_rank
+        try:
+            et = load_et(ri.et, ri.et_raw, keep_io=options.io) if ri.et_raw is not None else None
+            ri.et_raw = None
+            kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
+            ri.kineto_raw = None
+            with TraceWriter(out_path) as w:
+                _, stats = convert_rank(et, kf, ri.rank, options, writer=w)
+        finally:
+            if gc_was:
+                gc.enable()
+        stats["output"] = out_path
+        return stats
+    except ChakraError as exc:
+        return {"error": str(exc)}
+    except OSError as exc:  # output folder not writable, disk full, ...
+        return {"error": f"{out_path}: cannot write ({exc.strerror or exc})"}
+
+
+def convert_files(
+    et_paths: Sequence[Path],
+    kineto_paths: Sequence[Path],
+    prefix: Path,
+    options: Optional[Options] = None,
+) -> list[dict[str, Any]]:
+    """Convert every rank and write PREFIX.<rank>.et; returns one summary per rank."""
+    options = options or Options()
+    inputs = gather_inputs(et_paths, kineto_paths)
+    tmp_paths = [str(rank_path(prefix, ri.rank, f".et.part{os.getpid()}")) for ri in inputs]
+    try:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
+    results: list[dict[str, Any]]
+    try:
+        if len(inputs) == 1:
+            results = [_convert_one(inputs[0], tmp_paths[0], options)]
+        else:
+            workers = options.jobs or min(len(inputs), os.cpu_count() or 1)
+            with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+                futures = [pool.submit(_convert_one, ri, p, options) for ri, p in zip(inputs, tmp_paths)]
+                results = [f.result() for f in futures]
+        errors = [r["error"] for r in results if "error" in r]
+        if errors:
+            raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        for ri, tmp, res in zip(inputs, tmp_paths, results):
+            final = rank_path(prefix, ri.rank)
+            os.replace(tmp, final)
+            res["output"] = str(final)
+        return results
+    finally:
+        for tmp in tmp_paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+__all__ = ["Options", "convert_rank", "convert_files", "gather_inputs", "COMM"]

@@ -1,0 +1,335 @@
+"""Timeline segmentation and dependencies: from timed Ops to graph items.
+
+Host threads: operators are nested, and simulators add up the durations of every node, so a
+thread becomes ONE chain of segments in start order: each operator owns the time from its
+start to the next boundary (its first child's start, or its own end), and the time an operator
+spends between and after its children becomes an explicit gap node (`gap`, attr `gap_of` = the
+operator's id); time outside any operator on the main thread becomes an `idle` node. Gaps
+shorter than `gap_min_ns` are folded into the segment before them. Replaying the chain
+therefore reproduces the thread's wall time exactly (CPU gaps kept as explicit nodes, official
+issue #220), while leaf operators keep their measured durations.
+
+Executors (GPU streams, gloo run-loop threads, and per-process-group comm queues without
+timing) are chains of their own: a node depends on the previous one on its stream (ctrl) and on
+the host segment that launched it (data). When it started later than both allow, the delay
+becomes a `queue` node. A host segment that was blocked until an executor finished (a gap or a
+wait/sync op containing the executor's end) depends on it (data) and keeps only the part of
+its time after the wake-up, so a faster network or GPU shortens the step in a simulation.
+
+Edge kinds: ctrl_deps = program order within a thread/stream; data_deps = launch, wait/sync,
+cross-thread hand-offs.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from typing import Any, Optional
+
+from .ops import COMM, CPU, GPU, META, Op
+
+GAP = "gap"
+IDLE = "idle"
+QUEUE = "queue"
+
+_WAITLIKE = ("wait", "synchronize", "Synchronize", "barrier", "_local_scalar_dense", "aten::item", "record_param_comms")
+SYNC_RUNTIME = frozenset(
+    {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "hipDeviceSynchronize",
+     "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy"}
+)  # fmt: skip
+
+
+class Item:
+    """One emitted node: an op segment or a gap/idle/queue segment."""
+
+    __slots__ = ("id", "op", "kind", "owner", "start", "end", "ctrl", "data", "wait_from", "seq", "chain")
+
+    def __init__(self, op: Optional[Op], start: Optional[int], kind: str = "", owner: int = 0) -> None:
+        self.id = op.id if op is not None else 0
+        self.op = op
+        self.kind = kind  # "" for op segments, else GAP / IDLE / QUEUE
+        self.owner = owner
+        self.start = start
+        self.end = start
+        self.ctrl: list[int] = []
+        self.data: list[int] = []
+        self.wait_from = start
+        self.seq = 0  # index in its thread chain
+        self.chain: Any = None  # key of its host thread chain (None for executors)
+
+
+class Builder:
+    def __init__(self, ops: dict[int, Op], timed: bool, gap_min_ns: int, stats: dict[str, Any]) -> None:
+        self.ops = ops
+        self.timed = timed
+        self.gap_min = gap_min_ns
+        self.stats = stats
+        self.items: list[Item] = []
+        self.next_id = max(ops, default=1) + 1
+        self.op_item: dict[int, Item] = {}
+        self.chains: dict[Any, list[Item]] = {}
+        self.starts: dict[Any, list[int]] = {}
+        self.wait_edges: list[tuple[Item, Item]] = []
+        self._gpu_index: Optional[dict] = None
+
+    def new_item(self, op: Optional[Op], start: Optional[int], kind: str = "", owner: int = 0) -> Item:
+        it = Item(op, start, kind, owner)
+        if op is None:
+            it.id = self.next_id
+            self.next_id += 1
+        else:
+            self.op_item[op.id] = it
+        self.items.append(it)
+        return it
+
+    # ------------------------------------------------------------------ host threads
+    def build(self, sync_events: list = ()) -> list[Item]:
+        threads: dict[Any, list[Op]] = defaultdict(list)
+        execs: dict[Any, list[Op]] = defaultdict(list)
+        for op in self.ops.values():
+            if op.kind == META:
+                self.new_item(op, op.ts)
+            elif op.kind == CPU:
+                threads[op.thread if op.ts is not None else ("et", op.tid)].append(op)
+            else:
+                key = op.thread
+                if key is None or op.ts is None:
+                    key = ("pg", op.comm.pg_name if op.comm is not None else "")
+                execs[key].append(op)
+        main = max(threads, key=lambda k: len(threads[k]), default=None)
+        for key, ops in threads.items():
+            timed = self.timed and ops[0].ts is not None
+            chain = self._host_chain(ops, timed, idle_nodes=key == main)
+            for it in chain:
+                it.chain = key
+            self.chains[key] = chain
+            self.starts[key] = [it.start if it.start is not None else 0 for it in chain]
+        gaps = sum(1 for it in self.items if it.kind in (GAP, IDLE))
+        self.stats["gap_nodes"] = gaps
+        gap_ns = sum((it.end - it.start) for it in self.items if it.kind in (GAP, IDLE)) if self.timed else 0
+        self.stats["gap_us"] = round(gap_ns / 1000, 1)
+        for key, ops in execs.items():
+            self._exec_chain(key, ops)
+        if main is not None and self.timed:
+            self._handoffs(main)
+        for ev in sync_events:
+            self._sync(ev)
+        self.stats["queue_nodes"] = sum(1 for it in self.items if it.kind == QUEUE)
+        return self.items
+
+    def _host_chain(self, ops: list[Op], timed: bool, idle_nodes: bool) -> list[Item]:
+        chain: list[Item] = []
+        if not timed:
+            for op in sorted(ops, key=lambda o: o.id):
+                it = self.new_item(op, None)
+                if chain:
+                    it.ctrl.append(chain[-1].id)
+                it.seq = len(chain)
+                chain.append(it)
+            return chain
+        ops.sort(key=lambda o: (o.ts, -o.end, o.id))
+        stack: list[Op] = []
+        gap_min = self.gap_min
+        pending_gap: Optional[tuple[int, int]] = None  # (start, owner id or 0)
+
+        def flush_gap(until: int) -> None:
+            nonlocal pending_gap
+            if pending_gap is None:
+                return
+            start, owner = pending_gap
+            pending_gap = None
+            if until - start >= gap_min and (owner or idle_nodes):
+                it = self.new_item(None, start, GAP if owner else IDLE, owner)
+                it.end = until
+                append(it)
+            elif not owner and chain and chain[-1].end is None:
+                chain[-1].end = start  # idle time on a secondary thread belongs to no node
+
+        def append(it: Item) -> None:
+            if chain:
+                prev = chain[-1]
+                it.ctrl.append(prev.id)
+            it.seq = len(chain)
+            chain.append(it)
+
+        for op in ops:
+            ts = op.ts
+            while stack and stack[-1].end <= ts:
+                top = stack.pop()
+                flush_gap(top.end)
+                pending_gap = (top.end, stack[-1].id if stack else 0)
+            flush_gap(ts)
+            item = self.new_item(op, ts)
+            item.end = None  # set below: the next item's start, unless idle time cuts it short
+            append(item)
+            stack.append(op)
+        while stack:
+            top = stack.pop()
+            flush_gap(top.end)
+            pending_gap = (top.end, stack[-1].id if stack else 0)
+        last_end = pending_gap[0] if pending_gap else (chain[-1].start if chain else 0)
+        # Segment ends: the next item's start (folded short gaps included), the last closes the thread.
+        for a, b in zip(chain, chain[1:]):
+            if a.end is None:
+                a.end = b.start
+        if chain and chain[-1].end is None:
+            chain[-1].end = last_end
+        return chain
+
+    # ------------------------------------------------------------------ executors
+    def _launch_item(self, op: Op) -> Optional[Item]:
+        launcher = op.launcher
+        if launcher is None:
+            return None
+        if not self.timed or launcher.ts is None or op.ts is None:
+            return self.op_item.get(launcher.id)
+        own = self.op_item.get(launcher.id)
+        key = own.chain if own is not None else None
+        chain = self.chains.get(key)
+        if not chain:
+            return own
+        t = launcher.end
+        launch_ns = (op.extra or {}).get("launch_ns")
+        if isinstance(launch_ns, int):
+            t = launch_ns
+        t = min(t, op.ts)
+        idx = bisect_left(self.starts[key], t) - 1
+        if idx < 0:
+            return own
+        if own is not None and idx < own.seq:
+            idx = own.seq
+        # The executor may start while its launching segment still runs (the launch sits inside it):
+        # then depend on the last segment that had ended by then, so the replay never starts it late.
+        while idx > 0 and chain[idx].end is not None and chain[idx].end > op.ts:
+            idx -= 1
+        return chain[idx]
+
+    def _exec_chain(self, key: Any, ops: list[Op]) -> None:
+        timed = self.timed and all(o.ts is not None for o in ops)
+        ops.sort(key=(lambda o: (o.ts, o.id)) if timed else (lambda o: o.id))
+        chain: list[Item] = []
+        for op in ops:
+            launch = self._launch_item(op)
+            prev: Optional[Item] = chain[-1] if chain else None
+            if timed:
+                # Work on one executor may overlap (gloo runs isend/irecv concurrently): follow the
+                # latest item that had finished when this one started, so overlap stays overlap.
+                prev = next((c for c in reversed(chain[-16:]) if c.end <= op.ts), None)
+                ready = max(prev.end if prev is not None else 0, launch.end if launch is not None else 0)
+                if prev is not None or launch is not None:
+                    delay = op.ts - ready
+                    if delay >= self.gap_min:
+                        q = self.new_item(None, ready, QUEUE, op.id)
+                        q.end = op.ts
+                        if prev is not None:
+                            q.ctrl.append(prev.id)
+                        if launch is not None:
+                            q.data.append(launch.id)
+                        chain.append(q)
+                        prev = q
+            it = self.new_item(op, op.ts)
+            it.end = op.end
+            if prev is not None:
+                it.ctrl.append(prev.id)
+            if launch is not None:
+                it.data.append(launch.id)
+            chain.append(it)
+            if launch is not None:
+                self._wait(it, launch, op)
+
+    def _wait(self, ex: Item, launch: Item, op: Op) -> None:
+        """The host segment blocked until this executor finished depends on it."""
+        key = launch.chain
+        chain = self.chains.get(key)
+        if not chain:
+            return
+        if not self.timed or ex.end is None:
+            # Without times: a synchronous collective (async_op=False) blocks the next host segment.
+            if op.comm is not None and _is_sync_call(launch.op) and launch.seq + 1 < len(chain):
+                chain[launch.seq + 1].data.append(ex.id)
+            return
+        e = ex.end
+        idx = bisect_left(self.starts[key], e) - 1
+        if idx <= launch.seq:
+            return
+        seg = chain[idx]
+        if seg.end is None or seg.end < e:
+            return
+        if seg.kind in (GAP, IDLE) or (seg.op is not None and any(w in seg.op.name for w in _WAITLIKE)):
+            seg.data.append(ex.id)
+            seg.wait_from = max(seg.wait_from or 0, e)
+            self.wait_edges.append((ex, seg))
+
+    def _sync(self, ev: Any) -> None:
+        """A CUDA sync event: the host segment active when the awaited GPU work ended depends on it."""
+        key = ev.tid
+        chain = self.chains.get(key)
+        if not chain:
+            return
+        args = ev.args
+        stream = args.get("wait_on_stream", args.get("stream", -1))
+        if not isinstance(stream, int) or stream < 0:
+            stream = -1  # device / context sync: every stream
+        ends, gitems = self._gpu_by_stream().get(stream, ((), ()))
+        i = bisect_right(ends, ev.end + 1000) - 1
+        if i < 0:
+            return
+        gpu = gitems[i]
+        t = max(gpu.end, ev.ts)
+        idx = bisect_left(self.starts[key], t) - 1
+        if idx < 0:
+            return
+        seg = chain[idx]
+        launch = self._launch_item(gpu.op)
+        if launch is not None and launch.chain == key and seg.seq <= launch.seq:
+            return
+        seg.data.append(gpu.id)
+        if gpu.end > (seg.start or 0):
+            seg.wait_from = max(seg.wait_from or 0, gpu.end)
+        self.wait_edges.append((gpu, seg))
+
+    def _gpu_by_stream(self) -> dict:
+        """stream -> (ends, items) of GPU work sorted by end; key -1 holds every stream."""
+        if self._gpu_index is None:
+            groups: dict[int, list[Item]] = defaultdict(list)
+            for it in self.items:
+                op = it.op
+                on_stream = op is not None and isinstance(op.thread, tuple) and op.thread[0] == "stream"
+                if on_stream and op.kind in (GPU, COMM) and it.end is not None:
+                    groups[op.stream].append(it)
+                    groups[-1].append(it)
+            self._gpu_index = {}
+            for k, lst in groups.items():
+                lst.sort(key=lambda it: it.end)
+                self._gpu_index[k] = ([it.end for it in lst], lst)
+        return self._gpu_index
+
+    def _handoffs(self, main: Any) -> None:
+        """First op of each burst on a secondary host thread depends on the main-thread segment before it."""
+        mchain = self.chains[main]
+        mstarts = self.starts[main]
+        n = 0
+        for key, chain in self.chains.items():
+            if key == main or not chain or chain[0].start is None:
+                continue
+            prev_end = None
+            for it in chain:
+                if prev_end is None or it.start - prev_end >= self.gap_min * 50:
+                    idx = bisect_left(mstarts, it.start) - 1
+                    while idx >= 0 and mchain[idx].end > it.start:
+                        idx -= 1
+                    if idx >= 0:
+                        it.data.append(mchain[idx].id)
+                        n += 1
+                prev_end = it.end
+        self.stats["handoff_edges"] = n
+
+
+def _is_sync_call(op: Optional[Op]) -> bool:
+    """c10d calls carry `async_op` as a Bool argument; False means the caller blocks."""
+    if op is None or not op.inputs:
+        return False
+    for v, t in zip(op.inputs[0], op.inputs[2]):
+        if t == "Bool":
+            return v is False
+    return False

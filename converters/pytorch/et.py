@@ -1,0 +1,283 @@
+"""Loading PyTorch Execution Traces of every schema version into `Op` records.
+
+Inputs may be plain JSON, gzip, or members of a (gzipped) tar archive. Layouts: 1.0.1 is flat
+(`parent`, `inputs` as a plain list, `input_shapes`, ...); 1.0.2 and later nest `inputs`/`outputs`
+objects and put `rf_id` etc. in an `attrs` list (looked up by name, never by position; see
+input-formats.md §A). A trace whose observer never finished (no closing `]}`) is repaired by
+cutting at the last complete node, and the repair is reported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import orjson
+
+from chakra.errors import InputError, TraceFormatError
+
+from .chunked import split_document
+from .ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
+from .roofline import fill_roofline
+
+KNOWN_BASE_VERSIONS = ("1.0.1", "1.0.2", "1.0.3", "1.0.4", "1.1.0", "1.1.1")
+KNOWN_CHAKRA_SUFFIXES = ("0.0.4", "1.0.0")
+_SCHEMA_RE = re.compile(r"^(\d+\.\d+\.\d+)(?:-chakra\.(\d+\.\d+\.\d+))?$")
+_STD_ATTRS = frozenset({"rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema"})
+
+
+@dataclass
+class ETFile:
+    """One rank's Execution Trace, normalised."""
+
+    path: str
+    schema: str
+    pid: int
+    time: str
+    start_ts: int
+    finish_ts: int
+    ops: dict[int, Op]
+    roots: int = 0
+    pg_init: list[Op] = field(default_factory=list)
+    repaired: bool = False
+    size_bytes: int = 0
+
+
+def read_input_bytes(path: Path) -> list[tuple[str, bytes]]:
+    """(display name, raw bytes) of every JSON document in `path` (a tar yields one per member)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a trace file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if is_tar(raw):
+        return _tar_members(path, raw)
+    return [(str(path), raw)]
+
+
+def is_tar(raw: bytes) -> bool:
+    return len(raw) > 262 and raw[257:262] == b"ustar"
+
+
+def _tar_members(path: Path, raw: bytes) -> list[tuple[str, bytes]]:
+    out = []
+    try:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+            for member in tar:
+                base = member.name.rsplit("/", 1)[-1]
+                # Skip macOS AppleDouble files ("._x.json") and anything that is not a JSON document.
+                if not member.isfile() or base.startswith("._") or not base.endswith((".json", ".json.gz")):
+                    continue
+                f = tar.extractfile(member)
+                if f is None:
+                    continue
+                data = f.read()
+                if data[:2] == b"\x1f\x8b":
+                    data = gzip.decompress(data)
+                out.append((f"{path}:{member.name}", data))
+    except tarfile.TarError as exc:
+        raise TraceFormatError(path, f"corrupt tar archive ({exc})") from None
+    if not out:
+        raise TraceFormatError(path, "tar archive holds no .json trace")
+    return out
+
+
+def parse_json(name: str, raw: bytes, *, repair_key: Optional[bytes] = None) -> tuple[Any, bool]:
+    """orjson-parse `raw`; on failure, optionally repair an unterminated node/event array."""
+    try:
+        return orjson.loads(raw), False
+    except orjson.JSONDecodeError as first:
+        if repair_key is not None and repair_key in raw[: 1 << 20]:
+            # Nodes end in "}," but so do nested attrs entries: try the last few candidates.
+            cut = len(raw)
+            for _ in range(16):
+                cut = raw.rfind(b"},", 0, cut)
+                if cut <= 0:
+                    break
+                try:
+                    return orjson.loads(raw[: cut + 1] + b"]}"), True
+                except orjson.JSONDecodeError:
+                    continue
+        kind = "empty file" if not raw.strip() else f"not valid JSON ({first})"
+        raise TraceFormatError(name, kind) from None
+
+
+def check_schema(name: str, schema: Any) -> str:
+    if not isinstance(schema, str):
+        raise TraceFormatError(name, "not a PyTorch Execution Trace: no 'schema' string")
+    m = _SCHEMA_RE.match(schema)
+    if not m or m.group(1) not in KNOWN_BASE_VERSIONS or (m.group(2) and m.group(2) not in KNOWN_CHAKRA_SUFFIXES):
+        known = ", ".join(KNOWN_BASE_VERSIONS)
+        raise TraceFormatError(
+            name, f"ET schema {schema!r} was never seen (known: {known}, optionally -chakra.0.0.4/1.0.0)"
+        )
+    return schema
+
+
+def load_et(name: str, raw: bytes, keep_io: bool = True) -> ETFile:
+    """Parse one ET document into Ops (roots dropped, process_group:init kept as META).
+
+    Big documents are parsed node by node (see `chunked`), so the whole JSON tree never exists
+    at once; anything unusual falls back to one whole-document parse (which also repairs an
+    unterminated trace).
+    """
+    split = split_document(raw, b"nodes", b"id")
+    if split is not None:
+        schema = check_schema(name, split.header.get("schema"))
+        if schema.startswith("1.0.1"):
+            split = split_document(raw, b"nodes", b"name")
+        if split is not None:
+            try:
+                et = _build(name, schema, split.header, split, keep_io, len(raw))
+            except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError):
+                et = None
+            if et is not None:
+                et.finish_ts = int(split.tail.get("finish_ts") or 0)
+                return et
+    doc, repaired = parse_json(name, raw, repair_key=b'"nodes"')
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
+        raise TraceFormatError(name, "not a PyTorch Execution Trace: no 'nodes' list")
+    schema = check_schema(name, doc.get("schema"))
+    nodes = doc.pop("nodes")
+    et = _build(name, schema, doc, _drain(nodes), keep_io, len(raw))
+    et.finish_ts = int(doc.get("finish_ts") or 0)
+    et.repaired = repaired
+    return et
+
+
+def _drain(items: list) -> Any:
+    """Yield list items, releasing each one from the list as it goes."""
+    for i in range(len(items)):
+        item = items[i]
+        items[i] = None
+        yield item
+
+
+def _build(name: str, schema: str, header: dict, nodes: Any, keep_io: bool, size: int) -> ETFile:
+    flat = schema.startswith("1.0.1")
+    ops: dict[int, Op] = {}
+    roots = 0
+    pg_init: list[Op] = []
+    convert = _flat_op if flat else _nested_op
+    for index, node in enumerate(nodes):
+        try:
+            op = convert(node, keep_io)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise TraceFormatError(name, f"node #{index}: malformed ({type(exc).__name__}: {exc})") from None
+        if op.name in ROOT_NAMES:
+            roots += 1
+            continue
+        if op.id in ops:
+            raise TraceFormatError(name, f"node #{index}: duplicate node id {op.id}")
+        if PG_INIT_MARK in op.name:
+            op.kind = META
+            pg_init.append(op)
+        ops[op.id] = op
+    return ETFile(
+        path=name,
+        schema=schema,
+        pid=int(header.get("pid") or 0),
+        time=str(header.get("time") or ""),
+        start_ts=int(header.get("start_ts") or 0),
+        finish_ts=0,
+        ops=ops,
+        roots=roots,
+        pg_init=pg_init,
+        size_bytes=size,
+    )
+
+
+#: ops whose parsed inputs/outputs later steps read (comm metadata, tensor matching, process groups)
+_KEEP_PARSED = ("c10d::", "gloo:", "nccl:", "record_param_comms", "##")
+_dumps = orjson.dumps
+
+
+def _finish(op: Op, ins: Optional[tuple], outs: Optional[tuple], keep_io: bool) -> None:
+    """Roofline numbers now; then keep parsed IO only where needed, else its JSON text (or nothing)."""
+    op.inputs, op.outputs = ins, outs
+    name = op.name
+    if name.startswith("aten::"):
+        fill_roofline(op)
+    if keep_io:
+        op.io = (
+            (_dumps(ins[0]).decode(), _dumps(ins[1]).decode(), _dumps(ins[2]).decode()) if ins else None,
+            (_dumps(outs[0]).decode(), _dumps(outs[1]).decode(), _dumps(outs[2]).decode()) if outs else None,
+        )
+    if not name.startswith(_KEEP_PARSED) and PG_INIT_MARK not in name:
+        op.inputs = op.outputs = None
+
+
+def _nested_op(node: dict, keep_io: bool = True) -> Op:
+    parent = node.get("ctrl_deps", 0)
+    if isinstance(parent, list):  # defensive: some writers emit a list
+        parent = parent[0] if parent else 0
+    op = Op(int(node["id"]), node["name"], int(parent or 0), CPU)
+    extra = None
+    for a in node.get("attrs") or ():
+        n = a["name"]
+        v = a.get("value")
+        if n == "rf_id":
+            op.rf_id = v or 0
+        elif n == "tid":
+            op.tid = v or 0
+        elif n == "seq_id":
+            op.seq_id = v if v is not None else -1
+        elif n == "scope":
+            op.scope = v or 0
+        elif n == "fw_parent":
+            op.fw_parent = v or 0
+        elif n == "fw_tid":
+            op.fw_tid = v or 0
+        elif n == "op_schema":
+            op.op_schema = v or ""
+        elif v not in ("", None):
+            if extra is None:
+                extra = {}
+            extra[n] = v
+    op.extra = extra
+    i = node.get("inputs")
+    o = node.get("outputs")
+    _finish(
+        op,
+        (i.get("values") or [], i.get("shapes") or [], i.get("types") or []) if i else None,
+        (o.get("values") or [], o.get("shapes") or [], o.get("types") or []) if o else None,
+        keep_io,
+    )
+    return op
+
+
+def _flat_op(node: dict, keep_io: bool = True) -> Op:
+    op = Op(int(node["id"]), node["name"], int(node.get("parent") or 0), CPU)
+    op.rf_id = node.get("rf_id") or 0
+    op.tid = node.get("tid") or 0
+    op.seq_id = node.get("seq_id", -1)
+    op.scope = node.get("scope") or 0
+    op.fw_parent = node.get("fw_parent") or 0
+    op.fw_tid = node.get("fw_tid") or 0
+    op.op_schema = node.get("op_schema") or ""
+    _finish(
+        op,
+        (node.get("inputs") or [], node.get("input_shapes") or [], node.get("input_types") or []),
+        (node.get("outputs") or [], node.get("output_shapes") or [], node.get("output_types") or []),
+        keep_io,
+    )
+    return op
+
+
+def sniff_et_head(head: bytes) -> bool:
+    """True when a document head looks like an ET: an object whose keys include schema and nodes."""
+    h = head.lstrip()
+    return h[:1] == b"{" and b'"schema"' in h[:4096] and (b'"nodes"' in h or b'"pid"' in h[:4096])

@@ -1,0 +1,165 @@
+"""Linking ET operators to Kineto events, building ops from Kineto alone, and attaching GPU work.
+
+Key (input-formats.md §A.8): ET `rf_id` == Kineto `Record function id`; traces from before that
+arg existed link `rf_id` to `External id`. Every link is checked by name and the match rate is
+reported, because a pair captured over different iterations links by number but not by name.
+GPU activities reach their launching operator through the runtime call with the same
+`correlation`, whose `External id` is that of the innermost enclosing cpu_op.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from typing import Any, Optional
+
+from .comms import nccl_kernel_coll
+from .kineto_trace import KinetoFile
+from .ops import COMM, CPU, GPU, Op
+
+
+def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[int, Op]:
+    """Give linked ET ops their Kineto times/thread/args; return External id -> op."""
+    use_rf = any("Record function id" in e.args for e in kf.cpu[:2000]) or any(
+        "Record function id" in e.args for e in kf.cpu
+    )
+    key = "Record function id" if use_rf else "External id"
+    by_key: dict[int, Any] = {}
+    for e in kf.cpu:
+        k = e.args.get(key)
+        if k is not None:
+            by_key[k] = e
+    linked = mismatched = candidates = 0
+    ext_to_op: dict[int, Op] = {}
+    used = set()
+    for op in ops.values():
+        if not op.rf_id:
+            continue
+        candidates += 1
+        e = by_key.get(op.rf_id)
+        if e is None:
+            continue
+        if e.name != op.name:
+            mismatched += 1
+            continue
+        linked += 1
+        used.add(id(e))
+        op.ts = e.ts
+        op.end = e.end
+        op.thread = e.tid
+        if "Collective name" in e.args:  # only comm args are read later
+            op.kargs = e.args
+        ext = e.args.get("External id")
+        if ext is not None:
+            ext_to_op[ext] = op
+    stats["link_key"] = key
+    stats["et_ops_with_rf_id"] = candidates
+    stats["linked"] = linked
+    stats["link_name_mismatch"] = mismatched
+    stats["link_rate"] = round(linked / candidates, 4) if candidates else 0.0
+    stats["kineto_cpu_events_unlinked"] = sum(1 for e in kf.cpu if id(e) not in used)
+    _place_unlinked(ops)
+    return ext_to_op
+
+
+def _place_unlinked(ops: dict[int, Op]) -> None:
+    """Unlinked ET ops take a zero-length slot right after the previous linked op of their ET thread."""
+    tid_map: dict[int, Counter] = {}
+    for op in ops.values():
+        if op.ts is not None:
+            tid_map.setdefault(op.tid, Counter())[op.thread] += 1
+    by_tid = {tid: c.most_common(1)[0][0] for tid, c in tid_map.items()}
+    last: dict[int, Op] = {}
+    pending: dict[int, list[Op]] = {}
+    for oid in sorted(ops):
+        op = ops[oid]
+        if op.ts is not None:
+            for p in pending.pop(op.tid, ()):  # ops before the first linked one on this thread
+                p.ts = p.end = op.ts
+                p.thread = op.thread
+            last[op.tid] = op
+            continue
+        if op.tid not in by_tid:
+            continue  # thread never linked: stays untimed
+        prev = last.get(op.tid)
+        if prev is None:
+            pending.setdefault(op.tid, []).append(op)
+        else:
+            op.ts = op.end = prev.ts
+            op.thread = prev.thread
+
+
+def ops_from_kineto(kf: KinetoFile) -> tuple[dict[int, Op], dict[int, Op]]:
+    """Kineto-only mode: one CPU op per cpu_op/user_annotation event, parents by time nesting."""
+    events = sorted(kf.cpu, key=lambda e: (e.ts, -e.end))
+    ops: dict[int, Op] = {}
+    ext_to_op: dict[int, Op] = {}
+    stacks: dict[Any, list[Op]] = {}
+    for i, e in enumerate(events, start=2):
+        stack = stacks.setdefault(e.tid, [])
+        while stack and stack[-1].end <= e.ts:
+            stack.pop()
+        op = Op(i, e.name, stack[-1].id if stack else 0, CPU)
+        op.ts, op.end, op.thread, op.kargs = e.ts, e.end, e.tid, e.args
+        op.rf_id = e.args.get("Record function id", 0) or 0
+        seq = e.args.get("Sequence number")
+        if isinstance(seq, int):
+            op.seq_id = seq
+        ops[i] = op
+        stack.append(op)
+        ext = e.args.get("External id")
+        if ext is not None:
+            ext_to_op[ext] = op
+    return ops, ext_to_op
+
+
+def _innermost(ops: list[Op], starts: list[int], t: int) -> Optional[Op]:
+    """The latest-starting op on a thread that contains time t (the runtime call's enclosing op)."""
+    i = bisect_right(starts, t) - 1
+    for j in range(i, max(i - 256, -1), -1):
+        if ops[j].end >= t:
+            return ops[j]
+    return None
+
+
+def add_gpu_ops(ops: dict[int, Op], kf: KinetoFile, ext_to_op: dict[int, Op], stats: dict[str, Any]) -> list[Op]:
+    """One GPU (or NCCL COMM) op per kernel/memcpy/memset, with its launcher when known."""
+    runtime_by_corr = {}
+    for r in kf.runtime:
+        c = r.args.get("correlation")
+        if c is not None:
+            runtime_by_corr[c] = r
+    next_id = max(ops, default=1) + 1
+    out = []
+    no_launcher = 0
+    by_thread: dict[Any, list[Op]] = {}
+    for op in ops.values():
+        if op.ts is not None and op.kind == CPU:
+            by_thread.setdefault(op.thread, []).append(op)
+    for lst in by_thread.values():
+        lst.sort(key=lambda o: (o.ts, -o.end))
+    starts = {k: [o.ts for o in v] for k, v in by_thread.items()}
+    for e in sorted(kf.gpu, key=lambda e: (e.ts, e.end)):
+        args = e.args
+        op = Op(next_id, e.name, 0, GPU)
+        next_id += 1
+        op.ts, op.end, op.kargs = e.ts, e.end, args
+        op.stream = int(args.get("stream", e.tid) if isinstance(args.get("stream", e.tid), int) else -1)
+        op.device = int(args.get("device", e.pid) if isinstance(args.get("device", e.pid), int) else 0)
+        op.thread = ("stream", op.device, op.stream)
+        runtime = runtime_by_corr.get(args.get("correlation"))
+        ext = runtime.args.get("External id") if runtime is not None else args.get("External id")
+        launcher: Optional[Op] = ext_to_op.get(ext) if ext is not None else None
+        if launcher is None and runtime is not None and runtime.tid in by_thread:
+            launcher = _innermost(by_thread[runtime.tid], starts[runtime.tid], runtime.ts)
+        if launcher is None:
+            no_launcher += 1
+        op.launcher = launcher
+        op.extra = {"launch_ns": runtime.end if runtime is not None else None, "cat": e.cat}
+        if e.cat == "kernel" and nccl_kernel_coll(e.name) is not None:
+            op.kind = COMM
+        ops[op.id] = op
+        out.append(op)
+    stats["gpu_ops"] = len(out)
+    stats["gpu_ops_without_launcher"] = no_launcher
+    return out

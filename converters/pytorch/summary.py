@@ -1,0 +1,47 @@
+"""The per-rank conversion summary as rich tables (people) or plain dicts (`--json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from chakra.cli_common import fmt_bytes
+
+
+def render(summaries: list[dict[str, Any]], console: Console) -> None:
+    for s in summaries:
+        title = f"rank {s['rank']}: {s.get('output', '')}"
+        table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
+        table.add_column("what")
+        table.add_column("value", overflow="fold")
+        src = s.get("et") or "-"
+        table.add_row("inputs", f"ET {src} ({s.get('schema') or 'no ET'})\nKineto {s.get('kineto') or '-'}")
+        table.add_row("nodes", f"{s['nodes']:,}")
+        for name, count in s["nodes_by_type"].items():
+            table.add_row(f"  {name}", f"{count:,}")
+        if "linked" in s:
+            rate = f"{100 * s['link_rate']:.1f}%"
+            table.add_row(
+                "linked to Kineto", f"{s['linked']:,} of {s['et_ops_with_rf_id']:,} ET ops ({rate}) by {s['link_key']}"
+            )
+        table.add_row("durations", s["durations"])
+        if s.get("gap_nodes"):
+            table.add_row("CPU gap nodes", f"{s['gap_nodes']:,} ({s['gap_us']:,} µs)")
+        if s.get("queue_nodes"):
+            table.add_row("queue-delay nodes", f"{s['queue_nodes']:,}")
+        if s.get("gpu_ops"):
+            table.add_row("GPU ops", f"{s['gpu_ops']:,} ({s.get('gpu_ops_without_launcher', 0)} without launcher)")
+        for coll, v in s.get("collectives", {}).items():
+            table.add_row(f"  comm {coll}", f"{v['count']} x, {fmt_bytes(v['bytes'])} total")
+        for step, us in (s.get("profiler_steps_us") or {}).items():
+            table.add_row(f"  {step}", f"{us:,} µs")
+        for reason, count in s.get("dropped", {}).items():
+            table.add_row("dropped", f"{count:,} {reason}")
+        for name, count in (s.get("unknown") or {}).items():
+            table.add_row("unknown -> compute", f"{count} x {name}")
+        table.add_row("time", f"{s.get('seconds', 0)} s")
+        console.print(table)
+        for w in s.get("warnings", []):
+            console.print(f"[yellow]warning:[/] rank {s['rank']}: {w}", highlight=False)
