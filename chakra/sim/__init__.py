@@ -1,0 +1,31 @@
+"""The reference simulator: ASTRA-sim-compatible compute, analytical network and memory models.
+
+Public API (docs/simulator.md): `simulate(...) -> SimResult`, the config loaders `load_network`,
+`load_system`, `load_memory`, `load_comm_groups` and their dataclasses.
+"""
+
+from chakra.sim.api import RankResult, SimResult, simulate
+from chakra.sim.config import (
+    MemoryConfig,
+    NetworkConfig,
+    SystemConfig,
+    load_comm_groups,
+    load_memory,
+    load_network,
+    load_system,
+)
+from chakra.sim.engine import SimDeadlock
+
+__all__ = [
+    "MemoryConfig",
+    "NetworkConfig",
+    "RankResult",
+    "SimDeadlock",
+    "SimResult",
+    "SystemConfig",
+    "load_comm_groups",
+    "load_memory",
+    "load_network",
+    "load_system",
+    "simulate",
+]

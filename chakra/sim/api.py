@@ -1,0 +1,342 @@
+"""`simulate()`: the public entry point of the reference simulator, and its result type."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from chakra.errors import ConfigError, InputError
+from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
+from chakra.sim.collectives import CollectiveModel
+from chakra.sim.config import (
+    MemoryConfig,
+    NetworkConfig,
+    SystemConfig,
+    default_network,
+    default_system,
+    load_comm_groups,
+    load_memory,
+    load_network,
+    load_system,
+)
+from chakra.sim.engine import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine, Simulation
+from chakra.sim.groups import GroupTable
+from chakra.sim.memory import MemoryModel
+from chakra.sim.network import Network
+from chakra.trace import Trace
+
+PathLike = Union[str, os.PathLike]
+
+
+@dataclass
+class RankResult:
+    """Per-rank figures, all integer ns. See docs/simulator.md for the exact definitions."""
+
+    finish_ns: int
+    compute_ns: int
+    comm_ns: int
+    exposed_comm_ns: int
+    idle_ns: int
+    mem_ns: int = 0
+    nodes: int = 0
+
+    def __getitem__(self, key: str) -> int:
+        return getattr(self, key)
+
+
+@dataclass
+class SimResult:
+    ranks: dict[int, RankResult]
+    finish_ns: int
+    node_times: Optional[dict[int, dict[int, tuple[int, int]]]] = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    events: int = 0
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"ranks": {"<rank>": {...}}, "finish_ns": max, "settings": {...}, "events": n}`."""
+        return {
+            "ranks": {str(r): asdict(v) for r, v in sorted(self.ranks.items())},
+            "finish_ns": self.finish_ns,
+            "units": "ns",
+            "settings": self.settings,
+            "events": self.events,
+        }
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by intervals [start, end)."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s = starts[order]
+    e = np.maximum.accumulate(ends[order])
+    prev = np.empty_like(e)
+    prev[0] = s[0]
+    prev[1:] = e[:-1]
+    return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
+
+
+def rank_stats(e: RankEngine, compat: bool) -> RankResult:
+    kind = np.frombuffer(e.kind, dtype=np.int8)
+    s = np.frombuffer(e.start, dtype=np.int64)
+    en = np.frombuffer(e.end, dtype=np.int64)
+    finish = int(en.max()) if e.n else 0
+    comp = (kind == K_GPU) | (kind == K_CPU)
+    comm = (kind == K_COLL) | (kind == K_SEND) | (kind == K_RECV) | (kind == K_REPLAY)
+    mem = kind == K_MEM
+    compute_ns = _union(s[comp], en[comp])
+    comm_ns = _union(s[comm], en[comm])
+    both = comp | comm
+    busy_all = _union(s[both | mem], en[both | mem])
+    if compat:
+        exposed = finish - e.gpu_sum  # ASTRA-sim: finish - sum of GPU compute durations (astra-sim#302)
+    else:
+        exposed = _union(s[both], en[both]) - compute_ns
+    return RankResult(
+        finish_ns=finish,
+        compute_ns=compute_ns,
+        comm_ns=comm_ns,
+        exposed_comm_ns=max(0, int(exposed)),
+        idle_ns=finish - busy_all,
+        mem_ns=_union(s[mem], en[mem]),
+        nodes=e.n,
+    )
+
+
+def _csv_field(text: str) -> str:
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+class _LogWriter:
+    """Buffered writer of `issue|callback,<npu>,<time_ns>,<node_id>,<node_name>` lines."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.buf: list[str] = []
+
+    def __call__(self, ev: tuple) -> None:
+        self.buf.append(f"{ev[0]},{ev[1]},{ev[2]},{ev[3]},{_csv_field(ev[4])}\n")
+        if len(self.buf) >= 65536:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buf:
+            self.f.write("".join(self.buf).encode())
+            self.buf.clear()
+
+
+def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
+    if policy is None or policy == "id":
+        return None
+    if callable(policy):
+        return policy
+    try:
+        from chakra.sim import policies  # written by the what-if engineer (issue 9)
+    except ImportError:
+        policies = None
+    getter = getattr(policies, "get_policy", None) if policies else None
+    if getter is None:
+        raise ConfigError(f"unknown scheduling policy {policy!r} (built in: 'id'; or pass a callable)")
+    return getter(policy)
+
+
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 22)
+            if not block:
+                break
+            h.update(block)
+    return h.digest()
+
+
+def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -> list[tuple[int, Any]]:
+    """(rank, Trace or path) per rank, sorted by rank; ranks must be 0..N-1."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    items = list(traces)
+    out: list[tuple[int, Any]] = []
+    if items and all(isinstance(t, Trace) for t in items):
+        out = [(t.rank if t.rank is not None else i, t) for i, t in enumerate(items)]
+    else:
+        pairs = expand_trace_args([Path(p) for p in items])  # type: ignore[arg-type]
+        out = [(rank if rank is not None else i, path) for i, (rank, path) in enumerate(pairs)]
+    ranks = sorted(r for r, _ in out)
+    if ranks != list(range(len(ranks))):
+        raise InputError(f"rank numbers must be 0..{len(ranks) - 1} without gaps or repeats, got {ranks[:10]}")
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def load_table(source: Any, names: bool) -> Any:
+    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace."""
+    from chakra.feeder.table import table_from_et, table_from_nodes
+
+    if isinstance(source, Trace):
+        return table_from_nodes(source.nodes, path=source.path, names=names)
+    if is_json_file(source):
+        return table_from_nodes(read_trace(source).nodes, path=source, names=names)
+    return table_from_et(source, names=names)[1]
+
+
+def load_tables(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool) -> list[tuple[int, Any]]:
+    """(rank, NodeTable) per rank, from Trace objects, a PREFIX or trace paths."""
+    return [(rank, load_table(src, names)) for rank, src in rank_sources(traces)]
+
+
+def _without_gc(fn: Callable) -> Callable:
+    """Run with the cyclic garbage collector paused: the simulator allocates millions of small
+    acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return wrapper
+
+
+@_without_gc
+def simulate(
+    traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]],
+    network: Union[NetworkConfig, PathLike, None] = None,
+    system: Union[SystemConfig, PathLike, None] = None,
+    memory: Union[MemoryConfig, PathLike, None] = None,
+    *,
+    comm_groups: Union[dict[str, list[int]], PathLike, None] = None,
+    congestion: str = "aware",
+    comm_mode: str = "model",
+    policy: Union[str, Callable[[list[int], int], int]] = "id",
+    record_nodes: bool = False,
+    log_path: Optional[PathLike] = None,
+    compat: bool = True,
+    slots: Optional[dict[str, int]] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> SimResult:
+    """Simulate every rank's trace on the analytical network; see docs/simulator.md.
+
+    `traces`: a list of `Trace` (rank = `.rank` or list position), a PREFIX (`PREFIX.<rank>.et`),
+    or trace paths. `network`/`system`/`memory`: dataclasses or ASTRA-sim config paths (network
+    None = Ring of all ranks, 50 GB/s, 500 ns; system None = the bundled regression config;
+    memory None = NO_MEMORY_EXPANSION). `congestion`: "aware" | "unaware". `comm_mode`: "model" |
+    "replay" (comm nodes take their recorded duration). `policy`: "id" (smallest ready id first,
+    as ASTRA-sim) or `f(ready_node_ids, rank) -> node id`. `compat=True` follows ASTRA-sim's known
+    quirks (exposed-comm formula, subgroup ring delay, METADATA nodes in the comm slot);
+    False gives the corrected model. `slots`: ops in flight per rank and class,
+    `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
+    (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
+    threads and streams; the trace's dependencies carry their order).
+    """
+    t0 = time.perf_counter()
+    if congestion not in ("aware", "unaware"):
+        raise ConfigError(f"--congestion must be aware or unaware, not {congestion!r}")
+    if comm_mode not in ("model", "replay"):
+        raise ConfigError(f"--comm must be model or replay, not {comm_mode!r}")
+    pol = _resolve_policy(policy)
+    sources = rank_sources(traces)
+    n = len(sources)
+    if n == 0:
+        raise InputError("no traces to simulate")
+    net_cfg = load_network(network) if network is not None else default_network(n)
+    if net_cfg.total_npus != n:
+        raise ConfigError(
+            f"{net_cfg.path or '<network>'}: npus_count {net_cfg.npus_count} gives {net_cfg.total_npus} NPUs "
+            f"but there are {n} rank traces"
+        )
+    sys_cfg = load_system(system) if system is not None else default_system()
+    mem_cfg = load_memory(memory)
+    if isinstance(comm_groups, (str, os.PathLike)):
+        comm_groups = load_comm_groups(comm_groups)
+    groups = GroupTable(n, comm_groups)
+    caps = {"cpu": 1, "gpu": 1, "comm": 1} if comm_mode == "model" else {"cpu": 0, "gpu": 0, "comm": 0}
+    for key, value in (slots or {}).items():
+        if key not in caps:
+            raise ConfigError(f"unknown resource class {key!r} in slots (use cpu, gpu, comm)")
+        caps[key] = int(value)
+    slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
+    # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
+    # are indexed once and share the compiled read-only arrays.
+    engines: list[RankEngine] = []
+    by_digest: dict[bytes, RankEngine] = {}
+    names = log_path is not None
+    for rank, src in sources:
+        digest = _file_digest(src) if not isinstance(src, Trace) else None
+        first = by_digest.get(digest) if digest is not None else None
+        if first is not None and first.shareable:
+            engines.append(first.for_rank(rank))
+            if progress is not None:
+                progress(len(engines), n)
+            continue
+        table = load_table(src, names)
+        for text in table.metadata_inputs:
+            groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
+        engine = RankEngine(
+            rank, table, system=sys_cfg, comm_mode=comm_mode, compat=compat, names=names, slots=slot_caps
+        )
+        del table
+        engines.append(engine)
+        if digest is not None:
+            by_digest.setdefault(digest, engine)
+        if progress is not None:
+            progress(len(engines), n)
+    resolved: dict[int, dict] = {}
+    for engine in engines:
+        engine.resolve_groups(groups, resolved)
+    netm = Network(net_cfg, aware=congestion == "aware")
+    colls = CollectiveModel(netm, sys_cfg, compat=compat)
+    mem = MemoryModel(mem_cfg, sys_cfg, n)
+    if log_path is not None:
+        with atomic_output(log_path, "wb") as f:
+            writer = _LogWriter(f)
+            sim = Simulation(engines, netm, colls, mem, policy=pol, log=writer)
+            sim.run()
+            writer.flush()
+    else:
+        sim = Simulation(engines, netm, colls, mem, policy=pol)
+        sim.run()
+    ranks = {e.rank: rank_stats(e, compat) for e in engines}
+    node_times = None
+    if record_nodes:
+        node_times = {}
+        for e in engines:
+            ids = e.ids.tolist()
+            node_times[e.rank] = dict(zip(ids, zip(e.start.tolist(), e.end.tolist())))
+    settings = {
+        "congestion": congestion,
+        "comm_mode": comm_mode,
+        "compat": "astra-sim" if compat else "corrected",
+        "network": {
+            "topology": net_cfg.topology,
+            "npus_count": net_cfg.npus_count,
+            "bandwidth_GBps": net_cfg.bandwidth,
+            "latency_ns": net_cfg.latency,
+        },
+        "replayed_collectives": sum(e.replayed for e in engines),
+        "slots": caps,
+    }
+    return SimResult(
+        ranks=ranks,
+        finish_ns=max((r.finish_ns for r in ranks.values()), default=0),
+        node_times=node_times,
+        settings=settings,
+        events=sim.events,
+        wall_s=time.perf_counter() - t0,
+    )

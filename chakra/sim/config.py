@@ -1,0 +1,362 @@
+"""ASTRA-sim's configuration files, read as ASTRA-sim reads them, into dataclasses callers may edit.
+
+- network: the analytical backend's YAML (`topology`, `npus_count`, `bandwidth` GB/s with GB = 2^30,
+  `latency` ns), one entry per dimension (astra-sim.md §2.3);
+- system: the JSON of `Sys::initialize_sys` (§2.2): scheduling policy, chunking, endpoint delay,
+  per-dimension collective algorithms, roofline and local-memory bandwidth;
+- memory: the remote-memory JSON of astra-memory-analytical (§2.4), plus the hierarchical pool and
+  in-switch collective parameters of the ASTRA-sim 2.0 paper (our keys, documented in
+  docs/simulator.md).
+
+Every problem is a `ConfigError` naming the file and the key, so the CLI prints one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import yaml
+
+from chakra.errors import ConfigError
+
+PathLike = Union[str, os.PathLike]
+TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "oneRing", "oneDirect", "oneHalvingDoubling")
+GIB = 1 << 30
+
+
+@dataclass
+class NetworkConfig:
+    """Multi-dimensional analytical network. Dimension 0 is the fastest-varying rank digit."""
+
+    topology: list[str]
+    npus_count: list[int]
+    bandwidth: list[float]  # GB/s per link per direction, GB = 2^30 bytes
+    latency: list[float]  # ns per link
+    path: Optional[Path] = None
+
+    @property
+    def dims(self) -> int:
+        return len(self.topology)
+
+    @property
+    def total_npus(self) -> int:
+        return math.prod(self.npus_count)
+
+    def bytes_per_ns(self, dim: int) -> float:
+        return self.bandwidth[dim] * GIB / 1e9
+
+    def scaled(self, bandwidth: float = 1.0, latency: float = 1.0) -> NetworkConfig:
+        """A copy with every bandwidth and latency multiplied (what-if helper)."""
+        out = copy.deepcopy(self)
+        out.bandwidth = [b * bandwidth for b in out.bandwidth]
+        out.latency = [x * latency for x in out.latency]
+        return out
+
+    def validate(self) -> None:
+        where = str(self.path or "<network>")
+        lens = {len(self.topology), len(self.npus_count), len(self.bandwidth), len(self.latency)}
+        if len(lens) != 1:
+            raise ConfigError(
+                f"{where}: topology, npus_count, bandwidth and latency must have one entry per dimension "
+                f"(got {len(self.topology)}, {len(self.npus_count)}, {len(self.bandwidth)}, {len(self.latency)})"
+            )
+        if not self.topology:
+            raise ConfigError(f"{where}: no dimensions (empty topology list)")
+        for d, topo in enumerate(self.topology):
+            if topo not in TOPOLOGIES:
+                raise ConfigError(
+                    f"{where}: unknown topology {topo!r} in dimension {d} (use Ring, FullyConnected, Switch)"
+                )
+            if int(self.npus_count[d]) < 1:
+                raise ConfigError(f"{where}: npus_count[{d}] = {self.npus_count[d]} must be >= 1")
+            if not float(self.bandwidth[d]) > 0:
+                raise ConfigError(f"{where}: bandwidth[{d}] = {self.bandwidth[d]} must be > 0 GB/s")
+            if float(self.latency[d]) < 0:
+                raise ConfigError(f"{where}: latency[{d}] = {self.latency[d]} must be >= 0 ns")
+
+
+@dataclass
+class SystemConfig:
+    """The keys ASTRA-sim 2.x parses (others are kept in `extra` and ignored, as ASTRA-sim does)."""
+
+    scheduling_policy: str = "LIFO"
+    collective_optimization: str = "localBWAware"
+    endpoint_delay: int = 10
+    active_chunks_per_dimension: int = 1
+    preferred_dataset_splits: int = 1
+    all_reduce_implementation: list[str] = field(default_factory=lambda: ["ring"])
+    all_gather_implementation: list[str] = field(default_factory=lambda: ["ring"])
+    reduce_scatter_implementation: list[str] = field(default_factory=lambda: ["ring"])
+    all_to_all_implementation: list[str] = field(default_factory=lambda: ["ring"])
+    local_mem_bw: float = 0.0  # GB/s, GB = 1e9 (roofline and reduction delay)
+    peak_perf: float = 0.0  # TFLOPS
+    roofline_enabled: bool = False
+    replay_only: bool = False
+    local_mem_latency: float = 0.0  # ns, local memory model (our key; ASTRA-sim has none)
+    injection_scale: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    path: Optional[Path] = None
+
+    def implementation(self, coll: str) -> list[str]:
+        return getattr(self, f"{coll}_implementation")
+
+
+@dataclass
+class MemoryConfig:
+    """Remote memory (astra-memory-analytical) and the ASTRA-sim 2.0 hierarchical pool."""
+
+    memory_type: str = "NO_MEMORY_EXPANSION"
+    remote_mem_latency: float = 0.0  # ns
+    remote_mem_bw: float = 0.0  # bytes/ns (= GB/s with GB = 1e9)
+    num_nodes: int = 1
+    num_npus_per_node: int = 1
+    # HIERARCHICAL_MEMORY_POOL (paper §III-D): link bandwidths in GB/s (1e9), chunk size in bytes.
+    num_out_node_switches: int = 1
+    num_remote_memory_groups: int = 1
+    mem_side_out_node_fabric_bw: float = 0.0
+    gpu_side_out_node_fabric_bw: float = 0.0
+    in_node_fabric_bw: float = 0.0
+    chunk_size: int = 1 << 20
+    in_switch_collective: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    path: Optional[Path] = None
+
+
+MEMORY_TYPES = (
+    "NO_MEMORY_EXPANSION",
+    "PER_NPU_MEMORY_EXPANSION",
+    "PER_NODE_MEMORY_EXPANSION",
+    "MEMORY_POOL",
+    "HIERARCHICAL_MEMORY_POOL",
+)
+
+
+def _read_text(path: PathLike, what: str) -> str:
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such {what} config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read {what} config ({exc})") from None
+
+
+def _as_list(where: str, key: str, value: Any) -> list:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float, str)):
+        return [value]
+    raise ConfigError(f"{where}: key {key!r} must be a list, got {type(value).__name__}")
+
+
+def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: key {key!r} must be a number, got {value!r}") from None
+
+
+def load_network(path: PathLike) -> NetworkConfig:
+    """Read an analytical network YAML (`topology`, `npus_count`, `bandwidth`, `latency`)."""
+    if isinstance(path, NetworkConfig):
+        return path
+    where = str(path)
+    try:
+        data = yaml.safe_load(_read_text(path, "network"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a YAML mapping with topology, npus_count, bandwidth, latency")
+    missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in data]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {', '.join(missing)}")
+    net = NetworkConfig(
+        topology=[str(t) for t in _as_list(where, "topology", data["topology"])],
+        npus_count=[_num(where, "npus_count", v, int) for v in _as_list(where, "npus_count", data["npus_count"])],
+        bandwidth=[_num(where, "bandwidth", v) for v in _as_list(where, "bandwidth", data["bandwidth"])],
+        latency=[_num(where, "latency", v) for v in _as_list(where, "latency", data["latency"])],
+        path=Path(path),
+    )
+    net.validate()
+    return net
+
+
+def _load_json(path: PathLike, what: str) -> dict[str, Any]:
+    where = str(path)
+    try:
+        data = json.loads(_read_text(path, what))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    return data
+
+
+_SYSTEM_REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-splits")
+
+
+def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> SystemConfig:
+    where = str(path or "<system>")
+    missing = [k for k in _SYSTEM_REQUIRED if k not in data]
+    if missing:
+        raise ConfigError(
+            f"{where}: missing key(s) {', '.join(missing)} (ASTRA-sim has no default for them: undefined behaviour)"
+        )
+    sysc = SystemConfig(path=Path(path) if path else None)
+    sysc.scheduling_policy = str(data["scheduling-policy"])
+    if sysc.scheduling_policy not in ("LIFO", "FIFO", "EXPLICIT"):
+        raise ConfigError(f"{where}: scheduling-policy {sysc.scheduling_policy!r} is not LIFO, FIFO or EXPLICIT")
+    sysc.collective_optimization = str(data["collective-optimization"])
+    if sysc.collective_optimization not in ("baseline", "localBWAware"):
+        raise ConfigError(
+            f"{where}: collective-optimization {sysc.collective_optimization!r} is not baseline or localBWAware"
+        )
+    sysc.preferred_dataset_splits = _num(where, "preferred-dataset-splits", data["preferred-dataset-splits"], int)
+    if sysc.preferred_dataset_splits < 1:
+        raise ConfigError(f"{where}: preferred-dataset-splits must be >= 1 (ASTRA-sim divides by it)")
+    sysc.endpoint_delay = _num(where, "endpoint-delay", data.get("endpoint-delay", 10), int)
+    sysc.active_chunks_per_dimension = _num(
+        where, "active-chunks-per-dimension", data.get("active-chunks-per-dimension", 1), int
+    )
+    if sysc.active_chunks_per_dimension < 1:
+        raise ConfigError(f"{where}: active-chunks-per-dimension must be >= 1")
+    sysc.local_mem_bw = _num(where, "local-mem-bw", data.get("local-mem-bw", 0))
+    sysc.peak_perf = _num(where, "peak-perf", data.get("peak-perf", 0))
+    sysc.roofline_enabled = bool(_num(where, "roofline-enabled", data.get("roofline-enabled", 0), int))
+    sysc.replay_only = bool(_num(where, "replay-only", data.get("replay-only", 0), int))
+    sysc.local_mem_latency = _num(where, "local-mem-latency", data.get("local-mem-latency", 0))
+    for coll in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        key = f"{coll}-implementation"
+        if key in data:
+            algs = [str(a) for a in _as_list(where, key, data[key])]
+            for a in algs:
+                base = a[:-1].rstrip("0123456789") if a[-1:].isdigit() else a
+                if base not in ALGORITHMS:
+                    raise ConfigError(f"{where}: {key}: unknown algorithm {a!r} (use {', '.join(ALGORITHMS)})")
+            setattr(sysc, f"{coll.replace('-', '_')}_implementation", algs)
+        else:
+            setattr(sysc, f"{coll.replace('-', '_')}_implementation", [])
+    if sysc.roofline_enabled and (sysc.peak_perf <= 0 or sysc.local_mem_bw <= 0):
+        raise ConfigError(f"{where}: roofline-enabled needs peak-perf (TFLOPS) and local-mem-bw (GB/s) > 0")
+    known = set(_SYSTEM_REQUIRED) | {
+        "endpoint-delay",
+        "active-chunks-per-dimension",
+        "local-mem-bw",
+        "peak-perf",
+        "roofline-enabled",
+        "replay-only",
+        "local-mem-latency",
+    }
+    known |= {f"{c}-implementation" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}
+    sysc.extra = {k: v for k, v in data.items() if k not in known}
+    return sysc
+
+
+def load_system(path: PathLike) -> SystemConfig:
+    """Read an ASTRA-sim system JSON (e.g. the regression test's `system_cfg.json`)."""
+    if isinstance(path, SystemConfig):
+        return path
+    return system_from_dict(_load_json(path, "system"), path)
+
+
+_MEMORY_KEYS = {
+    "remote-mem-latency": ("remote_mem_latency", float),
+    "remote-mem-bw": ("remote_mem_bw", float),
+    "num-nodes": ("num_nodes", int),
+    "num-npus-per-node": ("num_npus_per_node", int),
+    "num-out-node-switches": ("num_out_node_switches", int),
+    "num-remote-memory-groups": ("num_remote_memory_groups", int),
+    "mem-side-out-node-fabric-bw": ("mem_side_out_node_fabric_bw", float),
+    "gpu-side-out-node-fabric-bw": ("gpu_side_out_node_fabric_bw", float),
+    "in-node-fabric-bw": ("in_node_fabric_bw", float),
+    "chunk-size": ("chunk_size", int),
+    "in-switch-collective": ("in_switch_collective", int),
+}
+
+
+def memory_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> MemoryConfig:
+    where = str(path or "<memory>")
+    if "memory-type" not in data:
+        raise ConfigError(f"{where}: missing key memory-type ({', '.join(MEMORY_TYPES)})")
+    mem = MemoryConfig(memory_type=str(data["memory-type"]), path=Path(path) if path else None)
+    if mem.memory_type not in MEMORY_TYPES:
+        raise ConfigError(f"{where}: unknown memory-type {mem.memory_type!r} (use {', '.join(MEMORY_TYPES)})")
+    for key, (attr, kind) in _MEMORY_KEYS.items():
+        if key in data:
+            setattr(mem, attr, _num(where, key, data[key], kind))
+    mem.in_switch_collective = bool(mem.in_switch_collective)
+    need = {
+        "PER_NPU_MEMORY_EXPANSION": ("remote-mem-bw",),
+        "PER_NODE_MEMORY_EXPANSION": ("remote-mem-bw", "num-nodes", "num-npus-per-node"),
+        "MEMORY_POOL": ("remote-mem-bw",),
+        "HIERARCHICAL_MEMORY_POOL": (
+            "num-nodes",
+            "num-npus-per-node",
+            "num-out-node-switches",
+            "num-remote-memory-groups",
+            "mem-side-out-node-fabric-bw",
+            "gpu-side-out-node-fabric-bw",
+            "in-node-fabric-bw",
+        ),
+    }.get(mem.memory_type, ())
+    missing = [k for k in need if k not in data]
+    if missing:
+        raise ConfigError(f"{where}: memory-type {mem.memory_type} needs key(s) {', '.join(missing)}")
+    for k in need:
+        if float(data[k]) <= 0:
+            raise ConfigError(f"{where}: {k} must be > 0")
+    mem.extra = {k: v for k, v in data.items() if k not in _MEMORY_KEYS and k != "memory-type"}
+    return mem
+
+
+def load_memory(path: Optional[PathLike]) -> MemoryConfig:
+    """Read a remote-memory JSON; None means NO_MEMORY_EXPANSION (ASTRA-sim's regression default)."""
+    if path is None:
+        return MemoryConfig()
+    if isinstance(path, MemoryConfig):
+        return path
+    return memory_from_dict(_load_json(path, "memory"), path)
+
+
+def load_comm_groups(path: PathLike) -> dict[str, list[int]]:
+    """ASTRA-sim's comm-group JSON `{"1": [0, 1, 2, 3], ...}` (ids > 0; 0 means all ranks)."""
+    where = str(path)
+    data = _load_json(path, "comm-group")
+    groups: dict[str, list[int]] = {}
+    for key, ranks in data.items():
+        try:
+            gid = int(key)
+        except ValueError:
+            raise ConfigError(f"{where}: group id {key!r} is not an integer") from None
+        if gid <= 0:
+            raise ConfigError(f"{where}: group id {key} must be > 0 (0 is reserved for all ranks)")
+        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            raise ConfigError(f"{where}: group {key}: expected a list of rank numbers")
+        if len(set(ranks)) != len(ranks):
+            raise ConfigError(f"{where}: group {key}: repeated rank")
+        groups[str(gid)] = list(ranks)
+    return groups
+
+
+def bundled_config_dir() -> Path:
+    """Folder of the configs shipped with chakra (`chakra/data/configs`)."""
+    return Path(__file__).resolve().parent.parent / "data" / "configs"
+
+
+def default_network(num_ranks: int) -> NetworkConfig:
+    """The regression test's link (Ring, 50 GB/s, 500 ns) sized to `num_ranks`: used when --network is omitted."""
+    return NetworkConfig(topology=["Ring"], npus_count=[max(1, num_ranks)], bandwidth=[50.0], latency=[500.0])
+
+
+def default_system() -> SystemConfig:
+    """The bundled system config (a copy of ASTRA-sim's regression `system_cfg.json`)."""
+    return load_system(bundled_config_dir() / "system.json")
