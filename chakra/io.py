@@ -292,22 +292,23 @@ class TraceReader:
         self._first = (1, first_offset + len(first_batch[0]), first_batch[1:])
 
     def __iter__(self) -> Iterator[pb.Node]:
-        # Batches are decoded lazily by map() inside chain(): C-level loops all the way down. A
-        # DecodeError surfaces here and is turned into an error naming the message and offset.
-        self._current = self._first
-        try:
-            yield from chain.from_iterable(self._node_batches())
-        except DecodeError:
-            self._raise_decode_error(*self._current)
-        finally:
-            self.close()
+        # One upb call parses a whole batch (see NodeBatch); chain() then hands out its nodes at
+        # C speed, with no Python frame per node. A DecodeError can only come from the batch
+        # parse, so it is caught there and turned into an error naming the message and offset.
+        return chain.from_iterable(self._node_batches())
 
     def _node_batches(self) -> Iterator[Iterable[pb.Node]]:
         parse = NodeBatch.FromString
-        for batch_info in chain((self._first,), self._batches):
-            self._current = batch_info
-            if batch_info[2]:
-                yield parse(b"\x0a" + b"\x0a".join(batch_info[2])).nodes
+        try:
+            for batch_info in chain((self._first,), self._batches):
+                if batch_info[2]:
+                    try:
+                        nodes = parse(b"\x0a" + b"\x0a".join(batch_info[2])).nodes
+                    except DecodeError:
+                        self._raise_decode_error(*batch_info)
+                    yield nodes
+        finally:
+            self.close()
 
     def _raise_decode_error(self, index: int, offset: int, batch: list[bytes]) -> None:
         for framed in batch:
