@@ -77,6 +77,32 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
+#: One line per subcommand for `chakra --help` (each command's own --help teaches the details).
+SHORT_HELP = {
+    "convert": "Convert PyTorch/Kineto, nsys, CUPTI, FlexFlow, BigSim, ASTRA-sim text or JSON traces to Chakra",
+    "validate": "Check traces are replayable: ids, dependencies, cycles, comm attributes, cross-rank agreement",
+    "stats": "Per-rank node, collective, p2p, compute and critical-path figures",
+    "jsonize": "Write the lossless JSON form of .et traces",
+    "dejsonize": "Turn JSON traces (ours or the official form) back into .et",
+    "visualize": "Draw dependency graphs (pdf/svg/png/dot/graphml) with filters and collapsed views",
+    "timeline": "Chrome/Perfetto timeline JSON from a simulation log or recorded start times",
+    "simulate": "Replay traces on ASTRA-sim-compatible compute, network and memory models",
+    "generate": "Generate multi-rank traces from a DSL/YAML spec or built-in parallel workloads",
+    "synthesize": "Sample statistically similar traces, at any rank count, from real ones",
+    "whatif": "Apply a what-if recipe (AMP, fused optimizer, data parallel, ...) and predict step time",
+    "interpolate": "Rewrite durations from fitted models or a scale factor (BigSim-style)",
+    "analyze": "Critical path, time breakdown and comm/compute overlap per rank",
+    "diff": "Compare two traces or two simulation logs per operator class",
+}
+
+for _cmd in app.registered_commands:
+    if _cmd.name in SHORT_HELP:
+        _cmd.short_help = SHORT_HELP[_cmd.name]
+for _group in app.registered_groups:
+    if _group.name in SHORT_HELP:
+        _group.help = SHORT_HELP[_group.name]
+
+
 def main() -> None:
     try:
         app()

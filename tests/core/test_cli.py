@@ -15,11 +15,26 @@ from chakra.trace import Trace, make_node
 ALL_REDUCE = ("astrasim", "all_reduce_8npus_1MB", "all_reduce")
 
 
-def test_help_lists_subcommands(run_cli):
-    result = run_cli("--help")
-    assert result.exit_code == 0
-    for name in ("convert", "validate", "stats", "jsonize", "dejsonize"):
-        assert name in result.stdout
+def test_help_lists_every_subcommand_and_every_converter_loads():
+    # In a subprocess with a wide terminal: any module that fails to import would be reported on stderr.
+    import os
+
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "chakra.cli", "--help"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and proc.stderr == ""
+    from chakra.cli import SHORT_HELP
+
+    for name, line in SHORT_HELP.items():
+        assert f"{name} " in proc.stdout and line in proc.stdout, name
+    conv = subprocess.run(
+        [sys.executable, "-m", "chakra.cli", "convert", "--help"], capture_output=True, text=True, env=env
+    )
+    assert conv.stderr == ""
+    from chakra.converters import CONVERTERS, available
+
+    assert set(available()) == set(CONVERTERS)
+    for fmt in [*CONVERTERS, "auto"]:
+        assert f" {fmt} " in conv.stdout, fmt
 
 
 def test_stats_json_shape(run_cli, samples_dir):
