@@ -1,0 +1,115 @@
+"""`chakra analyze PREFIX|LOG`: critical path, per-rank time breakdown, comm/compute overlap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def analyze_cmd(
+    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank), or one simulator --log file."),
+    schedule: str = typer.Option(
+        "auto", "--schedule", help="auto | simulate | recorded (start_time_micros) | asap (dependencies only)."
+    ),
+    network: Optional[Path] = typer.Option(None, "--network", "-n", help="Network config for the simulation."),
+    system: Optional[Path] = typer.Option(None, "--system", "-s", help="System config for the simulation."),
+    json_out: bool = JsonOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Where time goes, per rank: CPU-only / GPU-only / overlapped compute, exposed vs overlapped
+    communication, idle; the critical path (dependency chain) and the schedule path (what really
+    delayed the end) with the operator classes that dominate them.
+
+    The schedule comes from the simulator by default (falling back to recorded timestamps, then to
+    the dependency-only schedule, when the traces cannot be simulated). A simulator timeline log
+    (`chakra simulate ... --log run.log`) gives finish/busy times and operator classes.
+
+    Examples: [bold]chakra analyze out/ddp2[/]   [bold]chakra analyze out/ddp2 --schedule recorded --json[/]
+    [bold]chakra analyze run.log[/]
+    """
+    from chakra import analysis
+    from chakra.io import read_traces
+
+    with handle_errors():
+        if len(traces) == 1 and analysis.is_sim_log(Path(traces[0])):
+            report = analysis.analyze_log(analysis.read_sim_log(traces[0]))
+            if json_out:
+                print_json(report)
+            else:
+                _print_log(report)
+            return
+        loaded = read_traces(traces)
+        times, source, note = analysis.schedule_traces(loaded, schedule, network=network, system=system)
+        if note:
+            warn(note)
+        info(f"schedule: {source}", quiet)
+        report = analysis.analyze_traces(loaded, times, source=source)
+        if json_out:
+            print_json(report)
+            return
+        _print_report(report)
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    t = Table(title=f"Time breakdown per rank (ms, {report['schedule']} schedule)", title_justify="left")
+    cols = ("rank", "step", "cpu only", "gpu only", "cpu+gpu", "comm", "exposed comm", "overlap %", "idle")
+    for c in cols:
+        t.add_column(c, justify="right")
+    for rank, r in report["ranks"].items():
+        b = r["breakdown"]
+        ov = "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.1f}"
+        t.add_row(
+            str(rank),
+            _ms(b["step"]),
+            _ms(b["cpu_only"]),
+            _ms(b["gpu_only"]),
+            _ms(b["cpu_gpu_overlap"]),
+            _ms(b["comm"]),
+            _ms(b["exposed_comm"]),
+            ov,
+            _ms(b["idle"]),
+        )
+    console.print(t)
+    for rank, r in report["ranks"].items():
+        for key, title in (("critical_path", "critical path (dependencies)"), ("schedule_path", "schedule path")):
+            p = r[key]
+            length = p.get("length_ns", p["busy_ns"])
+            tb = Table(
+                title=f"rank {rank} {title}: {p['nodes']} nodes, {_ms(length)} ms; busy by resource: "
+                + ", ".join(f"{k} {_ms(v)}" for k, v in p["by_resource"].items()),
+                title_justify="left",
+            )
+            tb.add_column("operator class")
+            tb.add_column("ms", justify="right")
+            tb.add_column("share %", justify="right")
+            for row in p["by_class"][:8]:
+                tb.add_row(row["class"], _ms(row["ns"]), f"{100 * row['share']:.1f}")
+            console.print(tb)
+
+
+def _print_log(report: dict[str, Any]) -> None:
+    t = Table(title="Simulated timeline log (ms)", title_justify="left")
+    for c in ("rank", "nodes", "finish", "busy", "idle"):
+        t.add_column(c, justify="right")
+    for rank, r in report["ranks"].items():
+        t.add_row(str(rank), f"{r['nodes']:,}", _ms(r["finish_ns"]), _ms(r["busy_ns"]), _ms(r["idle_ns"]))
+    console.print(t)
+    c = Table(title="Operator classes (all ranks)", title_justify="left")
+    for col in ("class", "count", "total ms"):
+        c.add_column(col, justify="left" if col == "class" else "right")
+    for row in report["classes"]:
+        c.add_row(row["class"], f"{row['count']:,}", _ms(row["total_ns"]))
+    console.print(c)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_cmd)

@@ -1,0 +1,136 @@
+"""`chakra whatif PREFIX --recipe NAME [options] -o PREFIX`: predict the effect of an optimization."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json
+
+_ROWS = (
+    ("step", "step time"),
+    ("cpu_only", "CPU only"),
+    ("gpu_only", "GPU only"),
+    ("cpu_gpu_overlap", "CPU+GPU overlapped"),
+    ("compute", "compute (CPU or GPU)"),
+    ("comm", "communication"),
+    ("exposed_comm", "exposed communication"),
+    ("idle", "idle"),
+)
+
+
+def whatif_cmd(
+    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
+    recipe: str = typer.Option(
+        ...,
+        "--recipe",
+        "-r",
+        help="amp | fused-optimizer | scale-compute | network-bandwidth | data-parallel | drop-comm",
+    ),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
+    factor: Optional[float] = typer.Option(None, "--factor", "-f", help="scale-compute / network-bandwidth factor."),
+    ranks: Optional[int] = typer.Option(None, "--ranks", "-n", help="data-parallel: number of ranks."),
+    bucket_mb: float = typer.Option(25.0, "--bucket-mb", help="data-parallel: DDP bucket_cap_mb."),
+    first_bucket_mb: float = typer.Option(1.0, "--first-bucket-mb", help="data-parallel: DDP first bucket cap."),
+    grad_pattern: str = typer.Option(r"AccumulateGrad", "--grad-pattern", help="data-parallel: gradient-ready nodes."),
+    sync_pattern: str = typer.Option(r"Optimizer\.step", "--sync-pattern", help="data-parallel: step end."),
+    launch_us: Optional[float] = typer.Option(
+        None, "--launch-us", help="CPU task per inserted collective (data-parallel) / fused launch (fused-optimizer)."
+    ),
+    bucket_copies: bool = typer.Option(
+        False, "--bucket-copies", help="data-parallel: add DDP's gradient<->bucket copies (cost fitted on aten::copy_)."
+    ),
+    pattern: str = typer.Option(r"Optimizer\.step", "--pattern", help="fused-optimizer: optimizer-step regions."),
+    cost: str = typer.Option(
+        "sum", "--cost", help="fused-optimizer on CPU: sum (of compute ops) | bytes (fit c0 + c1*bytes, drop c0)."
+    ),
+    on: Optional[str] = typer.Option(None, "--on", help="amp: gpu|cpu kernels; scale-compute: all|cpu|gpu."),
+    compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
+    memory_speedup: float = typer.Option(2.0, "--memory-speedup", help="amp: memory-bound kernel speedup."),
+    ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
+    network: Optional[Path] = typer.Option(None, "--network", help="Network config (for data-parallel: N ranks)."),
+    system: Optional[Path] = typer.Option(None, "--system", help="System config."),
+    comm: str = typer.Option("model", "--comm", help="model | replay (recorded comm durations)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
+    no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),
+    json_out: bool = JsonOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Apply an optimization to the graph (Daydream-style transformation) and predict its effect:
+    the simulated step time of the baseline and of the what-if, with a breakdown into CPU-only,
+    GPU-only and overlapped compute, and communication (exposed or hidden behind compute).
+
+    Examples:
+      [bold]chakra whatif run --recipe amp -o run_amp[/]
+      [bold]chakra whatif run --recipe fused-optimizer[/]
+      [bold]chakra whatif one_rank --recipe data-parallel --ranks 4 --bucket-mb 25 --network ring4.yml -o dp4[/]
+      [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
+    """
+    from chakra.io import read_traces, write_rank_traces
+    from chakra.sim.recipes import apply_recipe, predict, write_network_yaml
+
+    with handle_errors():
+        base = read_traces(traces)
+        opts: dict[str, Any] = {
+            "factor": factor,
+            "ranks": ranks,
+            "bucket_mb": bucket_mb,
+            "first_bucket_mb": first_bucket_mb,
+            "grad_pattern": grad_pattern,
+            "sync_pattern": sync_pattern,
+            "launch_us": launch_us,
+            "bucket_copies": bucket_copies,
+            "pattern": pattern,
+            "cost": cost,
+            "on": on,
+            "compute_speedup": compute_speedup,
+            "memory_speedup": memory_speedup,
+            "ridge": ridge,
+            "network": network if recipe == "network-bandwidth" else None,
+        }
+        result = apply_recipe(recipe, base, **opts)
+        for note in result.notes:
+            info(f"{recipe}: {note}", quiet)
+        report: dict[str, Any] = {"recipe": recipe, "notes": result.notes, "changed": result.changed}
+        if output is not None:
+            paths = write_rank_traces(output, result.traces)
+            report["outputs"] = [str(p) for p in paths]
+            if result.network is not None:
+                net_path = Path(f"{output}.network.yml")
+                write_network_yaml(net_path, result.network, f"chakra whatif --recipe {recipe}")
+                report["network_output"] = str(net_path)
+            info(f"wrote {len(paths)} trace(s) to {output}.<rank>.et", quiet)
+        if not no_simulate:
+            report.update(predict(base, result, network=network, system=system, steps=steps, comm_mode=comm))
+        if json_out:
+            print_json(report)
+            return
+        if not no_simulate:
+            _print_prediction(report)
+
+
+def _print_prediction(r: dict[str, Any]) -> None:
+    b, p = r["baseline"], r["predicted"]
+    t = Table(
+        title=f"what-if {r['recipe']}: per step (ms; {r['steps']} step(s) in the trace; slowest rank)",
+        title_justify="left",
+    )
+    t.add_column("")
+    t.add_column("baseline", justify="right")
+    t.add_column("predicted", justify="right")
+    t.add_column("change", justify="right")
+    for key, label in _ROWS:
+        bv = b["step_ns"] if key == "step" else b["breakdown_per_step_ns"][key]
+        pv = p["step_ns"] if key == "step" else p["breakdown_per_step_ns"][key]
+        change = f"{100 * (pv - bv) / bv:+.1f}%" if bv else ("-" if not pv else "new")
+        t.add_row(label, f"{bv / 1e6:,.3f}", f"{pv / 1e6:,.3f}", change)
+    console.print(t)
+    sp = r["speedup"]
+    console.print(f"predicted speedup: {sp:.3f}x" if sp else "predicted step time is 0")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("whatif")(whatif_cmd)

@@ -1,0 +1,688 @@
+"""What-if recipes: common optimizations expressed only with the primitives of `transforms`.
+
+Each recipe takes the traces (one per rank) and options, edits copies of them and returns a
+`WhatIf` (new traces, maybe a new network config, and notes saying what was changed). The
+modelling follows Daydream §5:
+
+- `amp`: device kernels that are compute-bound (arithmetic intensity num_ops/tensor_size at or
+  above the ridge point, or gemm/conv-like names) run 3x faster, memory-bound ones 2x; CPU tasks
+  are unchanged;
+- `fused-optimizer`: all tasks of each optimizer step are replaced by one fused task whose
+  duration is the sum of the removed compute kernels (device kernels, or on a CPU-only trace the
+  operators that carry num_ops); CPU launch/dispatch overhead disappears;
+- `scale-compute F`: compute F times faster (durations / F);
+- `network-bandwidth F`: every network dimension's bandwidth times F (and recorded comm
+  durations / F for `comm_mode="replay"`);
+- `data-parallel N`: from a one-rank trace, gradients (AccumulateGrad nodes) are grouped into
+  DDP buckets in the order they become ready, one ALL_REDUCE per bucket is inserted after the
+  bucket's last gradient, the optimizer step waits for them, and the rank is copied N times;
+- `drop-comm`: communication removed, dependencies bridged (the ideal-network bound).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from chakra.errors import InputError
+from chakra.schema import CollectiveType, NodeType, pb
+from chakra.schema.attrs import get_attr
+from chakra.sim.transforms import Graph, by_resource, by_type, graphs, resource_of, scaled_us, span_us
+from chakra.trace import Trace
+
+#: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.
+COMPUTE_BOUND = r"gemm|conv|matmul|\bmm\b|::mm$|addmm|bmm|linear|baddbmm|attention|cutlass|xmma|wgrad|dgrad"
+MEMORY_BOUND = r"elementwise|pointwise|relu|norm|softmax|dropout|copy|add|mul|div|sub|fill|cat|index|reduce|sum|mean"
+OPTIMIZER = r"Optimizer\.step"
+GRAD_READY = r"AccumulateGrad"
+
+
+@dataclass
+class WhatIf:
+    """A recipe's result: edited traces, the network to simulate them on (None = unchanged)."""
+
+    recipe: str
+    traces: list[Trace]
+    network: Any = None
+    notes: list[str] = field(default_factory=list)
+    changed: dict[str, int] = field(default_factory=dict)
+
+
+def clone(traces: Sequence[Trace]) -> list[Trace]:
+    """Deep copies (recipes never edit their input)."""
+    out = []
+    for pos, t in enumerate(traces):
+        md = pb.GlobalMetadata()
+        md.CopyFrom(t.metadata)
+        nodes = []
+        for n in t.nodes:
+            c = pb.Node()
+            c.CopyFrom(n)
+            nodes.append(c)
+        out.append(Trace(metadata=md, nodes=nodes, rank=t.rank if t.rank is not None else pos, path=t.path))
+    return out
+
+
+def _finish(name: str, gs: Sequence[Graph], **kw: Any) -> WhatIf:
+    log = {"scaled": 0, "inserted": 0, "removed": 0, "fused": 0}
+    for g in gs:
+        for k in log:
+            log[k] += getattr(g.log, k)
+    return WhatIf(name, [g.to_trace() for g in gs], changed={k: v for k, v in log.items() if v}, **kw)
+
+
+# ----------------------------------------------------------------------------- amp
+
+
+def intensity(node: pb.Node) -> Optional[float]:
+    """FLOPs per byte from num_ops / tensor_size, None when either is missing or zero."""
+    ops = get_attr(node, "num_ops", None)
+    size = get_attr(node, "tensor_size", None)
+    if not ops or not size:
+        return None
+    return float(ops) / float(size)
+
+
+def amp(
+    traces: Sequence[Trace],
+    *,
+    compute_speedup: float = 3.0,
+    memory_speedup: float = 2.0,
+    ridge: float = 10.0,
+    on: str = "gpu",
+) -> WhatIf:
+    """Automatic mixed precision: compute-bound kernels / 3, memory-bound / 2, CPU unchanged.
+
+    A kernel is compute-bound when num_ops/tensor_size >= `ridge` FLOP/byte, memory-bound when
+    below; kernels without those attributes are classified by name (gemm/conv-like vs
+    elementwise-like); anything else stays. `on` picks the resource the kernels run on (gpu; cpu
+    only for CPU-only experiments, which Daydream's model does not cover).
+    """
+    if compute_speedup <= 0 or memory_speedup <= 0:
+        raise InputError("amp speedups must be > 0")
+    gs = graphs(clone(traces))
+    comp_rx = re.compile(COMPUTE_BOUND, re.I)
+    mem_rx = re.compile(MEMORY_BOUND, re.I)
+    pred = by_type(NodeType.COMP_NODE) & by_resource(on)
+    counts = {"compute_bound": 0, "memory_bound": 0, "unclassified": 0}
+    for g in gs:
+        for n in g.select(pred):
+            ai = intensity(n)
+            if ai is not None:
+                cls = "compute_bound" if ai >= ridge else "memory_bound"
+            elif comp_rx.search(n.name):
+                cls = "compute_bound"
+            elif mem_rx.search(n.name):
+                cls = "memory_bound"
+            else:
+                cls = "unclassified"
+            counts[cls] += 1
+            if cls == "compute_bound":
+                g.scale([n], 1.0 / compute_speedup)
+            elif cls == "memory_bound":
+                g.scale([n], 1.0 / memory_speedup)
+    notes = [
+        f"{counts['compute_bound']} compute-bound kernels / {compute_speedup:g}, {counts['memory_bound']} memory-bound "
+        f"/ {memory_speedup:g}, {counts['unclassified']} unclassified unchanged ({on} nodes, ridge {ridge:g} FLOP/B)"
+    ]
+    if not any(counts.values()):
+        notes.append(f"no {on} compute node: nothing to speed up (a CPU-only trace needs --on cpu)")
+    return _finish("amp", gs, notes=notes)
+
+
+# ----------------------------------------------------------------------------- fused optimizer
+
+
+def _regions(g: Graph, anchor_rx: re.Pattern) -> list[tuple[pb.Node, list[pb.Node]]]:
+    """(anchor, members) per optimizer-step region: nodes recorded inside the anchor's window."""
+    anchors = sorted((n for n in g.nodes.values() if anchor_rx.search(n.name)), key=lambda n: n.start_time_micros)
+    # Outermost anchors only (Optimizer.step may nest a second record_function of the same name).
+    outer: list[pb.Node] = []
+    for a in anchors:
+        if outer and a.start_time_micros < outer[-1].start_time_micros + span_us(outer[-1]):
+            continue
+        outer.append(a)
+    if not outer:
+        return []
+    by_start = sorted(g.nodes.values(), key=lambda n: n.start_time_micros)
+    out = []
+    k = 0
+    for a in outer:
+        s, e = a.start_time_micros, a.start_time_micros + span_us(a)
+        members = []
+        while k < len(by_start) and by_start[k].start_time_micros < s:
+            k += 1
+        j = k
+        while j < len(by_start) and by_start[j].start_time_micros < e:
+            n = by_start[j]
+            if n.start_time_micros + n.duration_micros <= e and resource_of(n) != "comm":
+                members.append(n)
+            j += 1
+        if a not in members:
+            members.append(a)
+        out.append((a, members))
+    return out
+
+
+def per_byte_cost(nodes: Sequence[pb.Node]) -> tuple[float, float]:
+    """(fixed µs per operator, µs per byte) fitted by least squares (duration = c0 + c1*bytes)
+    over operators with a tensor_size: the BigSim-style model that separates the per-call
+    overhead (dispatch, launch, profiler) from the data-proportional work."""
+    from chakra.sim.interpolate import Model, Samples, fit
+
+    pts = [(float(get_attr(n, "tensor_size", 0) or 0), float(n.duration_micros)) for n in nodes]
+    pts = [p for p in pts if p[0] > 0]
+    if len(pts) < 3:
+        raise InputError("the bytes model needs >= 3 optimizer operators with tensor_size")
+    f = fit(Samples("ops", {"bytes": [p[0] for p in pts]}, [p[1] for p in pts]), Model("c0 + c1*bytes"))
+    assert f is not None
+    return max(0.0, f.coefs["c0"]), max(0.0, f.coefs["c1"])
+
+
+def fused_optimizer(
+    traces: Sequence[Trace],
+    *,
+    pattern: str = OPTIMIZER,
+    launch_us: Optional[float] = None,
+    cost: str = "sum",
+) -> WhatIf:
+    """Fuse every optimizer step (region named by `pattern`) into one task (Daydream's FusedAdam).
+
+    On a trace with device kernels, the step's kernels become one kernel (duration = their sum) and
+    its CPU tasks one launch task of `launch_us` (default: the median duration of the CPU tasks
+    that launch a kernel in the step). On a CPU-only trace, the step becomes one CPU task whose
+    duration is the sum of its compute operators (those with num_ops > 0), or with
+    `cost="bytes"` the data-proportional part only: a least-squares fit duration = c0 + c1*bytes
+    over those operators (all steps) gives the per-call overhead c0 that fusion removes, and the
+    fused task lasts c0 + c1 * (their total bytes).
+    """
+    if cost not in ("sum", "bytes"):
+        raise InputError(f"--cost must be sum or bytes, not {cost!r}")
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"bad --pattern {pattern!r}: {exc}") from None
+    gs = graphs(clone(traces))
+    steps = 0
+    before_us = 0
+    after_us = 0
+    regions = [(g, members) for g in gs for _a, members in _regions(g, rx)]
+    c0 = c1 = 0.0
+    if cost == "bytes" and regions:
+        ops = [n for _g, ms in regions for n in ms if int(get_attr(n, "num_ops", 0) or 0) > 0]
+        c0, c1 = per_byte_cost(ops)
+    for g, members in regions:
+        steps += 1
+        before_us += sum(n.duration_micros for n in members)
+        gpu = [n for n in members if resource_of(n) == "gpu"]
+        if gpu:
+            cpu = [n for n in members if resource_of(n) != "gpu"]
+            kernel_us = sum(n.duration_micros for n in gpu)
+            gpu_ids = {n.id for n in gpu}
+            launchers = [n for n in cpu if g.children[n.id] & gpu_ids]
+            lu = launch_us
+            if lu is None:
+                ds = sorted(n.duration_micros for n in launchers) or [0]
+                lu = ds[len(ds) // 2]
+            g.fuse(gpu, "fused_optimizer_kernel", duration_us=kernel_us, attrs={"is_cpu_op": False})
+            if cpu:
+                g.fuse(cpu, "fused_optimizer_launch", duration_us=lu, attrs={"is_cpu_op": True})
+            after_us += kernel_us + (lu if cpu else 0)
+        else:
+            ops = [n for n in members if int(get_attr(n, "num_ops", 0) or 0) > 0]
+            if cost == "bytes":
+                compute_us = int(round(c0 + c1 * sum(float(get_attr(n, "tensor_size", 0) or 0) for n in ops)))
+            else:
+                compute_us = sum(n.duration_micros for n in ops)
+            g.fuse(members, "fused_optimizer_step", duration_us=compute_us, attrs={"is_cpu_op": True})
+            after_us += compute_us
+    if not steps:
+        raise InputError(f"no optimizer step found (no node name matches {pattern!r}); set --pattern")
+    how = "sum of compute kernels" if cost == "sum" else f"bytes model: {c0:.3g} µs + {c1 * 1e6:.4g} µs/MB"
+    notes = [f"{steps} optimizer step(s) fused: {before_us:,} µs of tasks -> {after_us:,} µs ({how})"]
+    w = _finish("fused-optimizer", gs, notes=notes)
+    w.changed.update(steps=steps, region_us=before_us, fused_us=after_us)
+    return w
+
+
+# ----------------------------------------------------------------------------- scaling
+
+
+def scale_compute(traces: Sequence[Trace], *, factor: float, on: str = "all") -> WhatIf:
+    """Compute `factor` times faster: COMP durations / factor (`on`: all, cpu or gpu)."""
+    if factor <= 0:
+        raise InputError(f"--factor must be > 0, got {factor}")
+    gs = graphs(clone(traces))
+    pred = by_type(NodeType.COMP_NODE) if on == "all" else by_type(NodeType.COMP_NODE) & by_resource(on)
+    for g in gs:
+        g.scale(g.select(pred), 1.0 / factor)
+    return _finish("scale-compute", gs, notes=[f"{on} compute durations / {factor:g}"])
+
+
+def network_bandwidth(traces: Sequence[Trace], *, factor: float, network: Any = None) -> WhatIf:
+    """Network bandwidth times `factor`: a new network config (recorded comm durations / factor too)."""
+    if factor <= 0:
+        raise InputError(f"--factor must be > 0, got {factor}")
+    from chakra.sim import load_network
+    from chakra.sim.config import default_network
+
+    net = copy.deepcopy(load_network(network)) if network is not None else default_network(len(traces))
+    net.bandwidth = [b * factor for b in net.bandwidth]
+    gs = graphs(clone(traces))
+    for g in gs:
+        g.scale(g.select(by_resource("comm")), 1.0 / factor)
+    return _finish(
+        "network-bandwidth",
+        gs,
+        network=net,
+        notes=[f"bandwidth x{factor:g}: {', '.join(f'{b:g}' for b in net.bandwidth)} GB/s"],
+    )
+
+
+def drop_comm(traces: Sequence[Trace]) -> WhatIf:
+    """Remove every communication node, bridging its dependencies."""
+    gs = graphs(clone(traces))
+    for g in gs:
+        g.remove(g.select(by_resource("comm")))
+    return _finish("drop-comm", gs, notes=["communication removed (dependencies bridged)"])
+
+
+# ----------------------------------------------------------------------------- data parallel
+
+_TYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4, "bool": 1}
+
+
+def grad_bytes(node: pb.Node) -> int:
+    """Bytes of the gradient a grad-ready node accumulates (its first tensor input).
+
+    ET tensor values are [tensor id, storage id, offset, numel, itemsize, device]; without them,
+    shape x element size of the input type (float when unknown); `tensor_size` as a last resort.
+    """
+    try:
+        values = json.loads(node.inputs.values) if node.inputs.values else []
+        v = values[0] if values else None
+        if isinstance(v, list) and len(v) >= 5 and all(isinstance(x, int) for x in v[3:5]):
+            return int(v[3]) * int(v[4])
+    except (ValueError, TypeError):
+        pass
+    try:
+        shapes = json.loads(node.inputs.shapes) if node.inputs.shapes else []
+        types = json.loads(node.inputs.types) if node.inputs.types else []
+        if shapes and isinstance(shapes[0], list) and all(isinstance(d, int) for d in shapes[0]):
+            numel = 1
+            for d in shapes[0]:
+                numel *= d
+            t = types[0] if types else "Tensor(float)"
+            inner = t[t.find("(") + 1 : t.rfind(")")] if "(" in t else t
+            return numel * _TYPE_BYTES.get(inner, 4)
+    except (ValueError, TypeError):
+        pass
+    return int(get_attr(node, "tensor_size", 0) or 0)
+
+
+@dataclass
+class Bucket:
+    grads: list[int] = field(default_factory=list)
+    nbytes: int = 0
+
+
+def ddp_buckets(sizes: Sequence[int], cap_bytes: int, first_cap_bytes: int) -> list[list[int]]:
+    """Indices of `sizes` (in ready order) per bucket, as DDP's size-based assignment: a bucket
+    closes as soon as it reaches its cap; the first bucket's cap is the smaller one."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    total = 0
+    for i, s in enumerate(sizes):
+        cur.append(i)
+        total += s
+        if total >= (first_cap_bytes if not out else cap_bytes):
+            out.append(cur)
+            cur, total = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def data_parallel(
+    traces: Sequence[Trace],
+    *,
+    ranks: int,
+    bucket_mb: float = 25.0,
+    first_bucket_mb: float = 1.0,
+    grad_pattern: str = GRAD_READY,
+    sync_pattern: str = OPTIMIZER,
+    launch_us: float = 0.0,
+    bucket_copies: bool = False,
+    copy_pattern: str = r"^aten::copy_$",
+) -> WhatIf:
+    """Scale a one-rank trace to `ranks` data-parallel ranks, as PyTorch DDP does.
+
+    Gradient-ready nodes (name matches `grad_pattern`, with a tensor input) are taken in recorded
+    order and cut into steps at each node matching `sync_pattern` (the optimizer step). Within a
+    step they fill buckets of `bucket_mb` MiB (the first bucket min(first_bucket_mb, bucket_mb));
+    each bucket gets an ALL_REDUCE of its bytes that depends on its last gradient, and the step's
+    sync node waits for all of them. With `launch_us` > 0 a CPU task of that length (the
+    `allreduce_` call) is spliced into the CPU chain before each collective.
+
+    `bucket_copies` also models DDP's CPU copies (gradient_as_bucket_view=False): each gradient
+    is copied into its bucket when ready, and each bucket back into the gradients after its
+    all-reduce. Their cost comes from the trace itself (Daydream: inserted CPU tasks take their
+    durations from collected traces): a least-squares fit duration = c0 + c1*tensor_size over
+    the operators matching `copy_pattern`, where a copy of B bytes has tensor_size 3B (two
+    inputs and the output, as the converter counts it).
+    """
+    if len(traces) != 1:
+        raise InputError(f"data-parallel starts from a one-rank trace, got {len(traces)} ranks")
+    if ranks < 1:
+        raise InputError(f"--ranks must be >= 1, got {ranks}")
+    try:
+        grad_rx, sync_rx = re.compile(grad_pattern), re.compile(sync_pattern)
+    except re.error as exc:
+        raise InputError(f"bad pattern: {exc}") from None
+    (g,) = graphs(clone(traces))
+    ordered = sorted(g.nodes.values(), key=lambda n: (n.start_time_micros, n.id))
+    cap = int(bucket_mb * 2**20)
+    first_cap = int(min(first_bucket_mb, bucket_mb) * 2**20)
+    segments: list[tuple[list[pb.Node], Optional[pb.Node]]] = []
+    cur: list[pb.Node] = []
+    for n in ordered:
+        if sync_rx.search(n.name):
+            if cur:
+                segments.append((cur, n))
+                cur = []
+        elif grad_rx.search(n.name) and resource_of(n) != "comm" and grad_bytes(n) > 0:
+            cur.append(n)
+    if cur:
+        segments.append((cur, None))
+    if not segments:
+        raise InputError(f"no gradient-ready node (name matching {grad_pattern!r} with a tensor input)")
+    c0 = c1 = 0.0
+    if bucket_copies:
+        copy_rx = re.compile(copy_pattern)
+        copies = [n for n in g.nodes.values() if copy_rx.search(n.name)]
+        c0, c1 = per_byte_cost(copies)
+
+    def copy_us(nbytes: int) -> float:
+        return c0 + c1 * 3 * nbytes
+
+    n_coll = 0
+    total_bytes = 0
+    copy_total = 0.0
+    copied: dict[int, int] = {}
+    for grads, sync in segments:
+        sizes = [grad_bytes(n) for n in grads]
+        if bucket_copies:
+            for n, size in zip(grads, sizes):
+                d = copy_us(size)
+                c = g.insert(
+                    "ddp: copy grad to bucket", after=[n.id], splice=True, duration_us=d, attrs={"is_cpu_op": True}
+                )
+                copied[n.id] = c.id
+                copy_total += round(d)
+        for b in ddp_buckets(sizes, cap, first_cap):
+            last = grads[b[-1]]
+            nbytes = sum(sizes[i] for i in b)
+            after = copied.get(last.id, last.id)
+            if launch_us > 0:
+                call = g.insert(
+                    "ddp: allreduce_ call",
+                    NodeType.COMP_NODE,
+                    after=[last.id],
+                    splice=True,
+                    duration_us=launch_us,
+                    attrs={"is_cpu_op": True},
+                )
+                after = call.id
+            coll = g.insert(
+                f"ddp: all_reduce bucket {n_coll} ({len(b)} grads)",
+                NodeType.COMM_COLL_NODE,
+                after=[after],
+                before=[sync.id] if sync is not None else [],
+                attrs={
+                    "is_cpu_op": False,
+                    "comm_type": int(CollectiveType.ALL_REDUCE),
+                    "comm_size": nbytes,
+                },
+            )
+            coll.start_time_micros = last.start_time_micros + last.duration_micros
+            if bucket_copies:
+                d = sum(copy_us(sizes[i]) for i in b)
+                g.insert(
+                    "ddp: copy bucket to grads",
+                    after=[coll.id],
+                    before=[sync.id] if sync is not None else [],
+                    duration_us=d,
+                    attrs={"is_cpu_op": True},
+                )
+                copy_total += round(d)
+            n_coll += 1
+            total_bytes += nbytes
+    base = g.to_trace()
+    out = []
+    for r in range(ranks):
+        (t,) = clone([base])
+        t.rank = r
+        out.append(t)
+    notes = [
+        f"{len(segments)} step(s), {n_coll} all-reduce bucket(s), {total_bytes:,} bytes of gradients "
+        f"(bucket cap {bucket_mb:g} MiB, first {min(first_bucket_mb, bucket_mb):g} MiB), copied to {ranks} ranks"
+    ]
+    if bucket_copies:
+        notes.append(f"bucket copies: {copy_total:,.0f} µs of CPU tasks ({c0:.3g} µs + {c1 * 1e6:.4g} µs/MB)")
+    return WhatIf("data-parallel", out, notes=notes, changed={"inserted": g.log.inserted})
+
+
+# ----------------------------------------------------------------------------- network calibration
+
+
+def _sim_allreduce_ns(world: int, nbytes: int, bandwidth: float, latency: float, system: Any = None) -> int:
+    from chakra.sim import simulate
+    from chakra.sim.config import NetworkConfig
+    from chakra.trace import make_node
+
+    net = NetworkConfig(topology=["Ring"], npus_count=[world], bandwidth=[bandwidth], latency=[latency])
+    attrs = {"is_cpu_op": False, "comm_type": int(CollectiveType.ALL_REDUCE), "comm_size": int(nbytes)}
+    traces = [
+        Trace(nodes=[make_node(0, "all_reduce", NodeType.COMM_COLL_NODE, attrs=attrs)], rank=r) for r in range(world)
+    ]
+    return simulate(traces, net, system).finish_ns
+
+
+def calibrate_network(measured_s: dict[int, float], world: int, *, system: Any = None) -> tuple[Any, dict[str, Any]]:
+    """A Ring network whose simulated all-reduce times fit measured ones (bytes -> seconds).
+
+    The measured times are fitted to alpha + beta*bytes by least squares on relative error (so
+    small and large messages count alike; pass only the sizes that matter); the simulator's own
+    all-reduce time is affine in the link latency and in bytes/bandwidth (whatever its chunking
+    and endpoint delay), so two probe simulations give the latency and bandwidth that reproduce
+    alpha and beta. Returns (NetworkConfig, report with the fit and per-size simulated vs measured).
+    """
+    import numpy as np
+
+    from chakra.sim.config import NetworkConfig
+
+    if world < 2 or len(measured_s) < 2:
+        raise InputError("calibration needs >= 2 ranks and >= 2 message sizes")
+    sizes = sorted(measured_s)
+    x = np.array(sizes, dtype=float)
+    y = np.array([measured_s[s] * 1e9 for s in sizes])  # ns
+    beta, alpha = np.polyfit(x, y, 1, w=1.0 / y)
+    if beta <= 0:
+        # Times that do not grow with size (noise, or latency-bound): a latency-only fit.
+        beta = 1e-6
+        alpha = float(np.median(y))
+    big, small = max(sizes), min(sizes)
+    bw0, lat0 = 1.0, 1000.0
+    t_small = _sim_allreduce_ns(world, small, bw0, lat0, system)
+    t_big = _sim_allreduce_ns(world, big, bw0, lat0, system)
+    b0 = (t_big - t_small) / (big - small)
+    a0 = t_small - b0 * small
+    t_small2 = _sim_allreduce_ns(world, small, bw0, 2 * lat0, system)
+    a1 = t_small2 - b0 * small
+    per_lat = (a1 - a0) / lat0
+    latency = max(0.0, lat0 + (alpha - a0) / per_lat) if per_lat > 0 else lat0
+    bandwidth = bw0 * b0 / beta if beta > 0 else 1e6
+    # The simulator is only nearly affine (chunking rounds); refine on the measured sizes themselves.
+    for _ in range(4):
+        sim = np.array([_sim_allreduce_ns(world, s, bandwidth, latency, system) for s in sizes], dtype=float)
+        beta_s, alpha_s = np.polyfit(x, sim, 1, w=1.0 / y)
+        if beta_s > 0:
+            bandwidth = min(bandwidth * beta_s / beta, 1e6)
+        if per_lat > 0:
+            latency = max(0.0, latency + (alpha - alpha_s) / per_lat)
+    net = NetworkConfig(topology=["Ring"], npus_count=[world], bandwidth=[float(bandwidth)], latency=[float(latency)])
+    rows = []
+    for s in sizes:
+        sim = _sim_allreduce_ns(world, s, net.bandwidth[0], net.latency[0], system)
+        rows.append({"bytes": s, "measured_us": measured_s[s] * 1e6, "simulated_us": sim / 1e3})
+    report = {
+        "world": world,
+        "fit_alpha_us": alpha / 1e3,
+        "fit_beta_ns_per_byte": beta,
+        "bandwidth_GBps": net.bandwidth[0],
+        "latency_ns": net.latency[0],
+        "sizes": rows,
+    }
+    return net, report
+
+
+def write_network_yaml(path: Any, net: Any, comment: str = "") -> None:
+    """The network in the ASTRA-sim YAML form `load_network` reads (atomic write)."""
+    from chakra.io import atomic_output
+
+    lines = [f"# {line}" for line in comment.splitlines()] if comment else []
+    lines += [
+        f"topology: [ {', '.join(net.topology)} ]",
+        f"npus_count: [ {', '.join(str(n) for n in net.npus_count)} ]",
+        f"bandwidth: [ {', '.join(f'{b:.9g}' for b in net.bandwidth)} ]  # GB/s (GB = 2^30 bytes)",
+        f"latency: [ {', '.join(f'{x:.6g}' for x in net.latency)} ]  # ns",
+    ]
+    with atomic_output(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+# ----------------------------------------------------------------------------- prediction
+
+
+def count_steps(traces: Sequence[Trace], pattern: str = r"^ProfilerStep#\d+$") -> int:
+    """Training steps recorded in rank 0 (ProfilerStep#k annotations), at least 1."""
+    if not traces:
+        return 1
+    rx = re.compile(pattern)
+    return max(1, sum(1 for n in traces[0].nodes if rx.search(n.name)))
+
+
+def simulate_breakdown(
+    traces: Sequence[Trace], network: Any = None, system: Any = None, *, comm_mode: str = "model"
+) -> dict[str, Any]:
+    """Simulate and break the slowest rank's time down (chakra.analysis.breakdown), all in ns."""
+    from chakra.analysis import breakdown, resource_intervals
+    from chakra.sim import simulate
+
+    res = simulate(list(traces), network, system, record_nodes=True, comm_mode=comm_mode)
+    times = res.node_times or {}
+    worst = max(res.ranks, key=lambda r: res.ranks[r].finish_ns)
+    t = next(t for pos, t in enumerate(traces) if (t.rank if t.rank is not None else pos) == worst)
+    return {"finish_ns": res.finish_ns, "rank": worst, "breakdown": breakdown(resource_intervals(t, times[worst]))}
+
+
+def predict(
+    baseline: Sequence[Trace],
+    whatif: WhatIf,
+    *,
+    network: Any = None,
+    system: Any = None,
+    steps: Optional[int] = None,
+    comm_mode: str = "model",
+) -> dict[str, Any]:
+    """Simulate the baseline and the what-if; per-step times and breakdowns (ns) side by side.
+
+    The baseline runs on `network` unless it has a different rank count (data-parallel starts
+    from one rank: its baseline uses a one-NPU ring); the what-if runs on the recipe's network
+    if it made one, else on `network`.
+    """
+    from chakra.sim import load_network
+
+    k = steps or count_steps(baseline)
+    net = load_network(network) if network is not None else None
+    base_net = net if net is not None and net.total_npus == len(baseline) else None
+    new_net = whatif.network if whatif.network is not None else net
+    if new_net is not None and new_net.total_npus != len(whatif.traces):
+        raise InputError(
+            f"the network has {new_net.total_npus} NPUs but the what-if has {len(whatif.traces)} ranks; "
+            "give a --network sized for the prediction"
+        )
+    base = simulate_breakdown(baseline, base_net, system, comm_mode=comm_mode)
+    new = simulate_breakdown(whatif.traces, new_net, system, comm_mode=comm_mode)
+
+    def per_step(d: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "step_ns": d["finish_ns"] / k,
+            "rank": d["rank"],
+            "breakdown_per_step_ns": {key: v / k for key, v in d["breakdown"].items()},
+        }
+
+    b, n = per_step(base), per_step(new)
+    return {
+        "recipe": whatif.recipe,
+        "steps": k,
+        "baseline": b,
+        "predicted": n,
+        "speedup": b["step_ns"] / n["step_ns"] if n["step_ns"] else None,
+        "notes": whatif.notes,
+        "changed": whatif.changed,
+        "units": "ns",
+    }
+
+
+# ----------------------------------------------------------------------------- registry
+
+RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
+    "amp": (amp, "mixed precision: compute-bound kernels /3, memory-bound /2, CPU unchanged"),
+    "fused-optimizer": (fused_optimizer, "each optimizer step fused into one kernel (FusedAdam)"),
+    "scale-compute": (scale_compute, "compute F times faster"),
+    "network-bandwidth": (network_bandwidth, "network bandwidth times F"),
+    "data-parallel": (data_parallel, "one-rank trace -> N DDP ranks with bucketed gradient all-reduces"),
+    "drop-comm": (drop_comm, "communication removed (ideal network)"),
+}
+
+
+def apply_recipe(name: str, traces: Sequence[Trace], **options: Any) -> WhatIf:
+    """Run a recipe by name with only the options it takes (others are ignored)."""
+    import inspect
+
+    entry = RECIPES.get(name)
+    if entry is None:
+        raise InputError(f"unknown recipe {name!r}; choose from {', '.join(RECIPES)}")
+    fn = entry[0]
+    params = inspect.signature(fn).parameters
+    kwargs = {k: v for k, v in options.items() if k in params and v is not None}
+    missing = [
+        k for k, p in params.items() if p.kind == p.KEYWORD_ONLY and p.default is inspect._empty and k not in kwargs
+    ]
+    if missing:
+        raise InputError(f"recipe {name} needs --{missing[0].replace('_', '-')}")
+    return fn(traces, **kwargs)
+
+
+__all__ = [
+    "RECIPES",
+    "WhatIf",
+    "amp",
+    "apply_recipe",
+    "calibrate_network",
+    "count_steps",
+    "predict",
+    "data_parallel",
+    "ddp_buckets",
+    "drop_comm",
+    "fused_optimizer",
+    "grad_bytes",
+    "network_bandwidth",
+    "scale_compute",
+    "scaled_us",
+]
