@@ -93,6 +93,15 @@ def make_progress(quiet: bool = False, transient: bool = True) -> Progress:
     )
 
 
+def load_traces(args: list[str], quiet: bool = False) -> list:
+    """chakra.io.read_traces with a progress bar on stderr: every subcommand reads PREFIXes this way."""
+    from chakra.io import read_traces
+
+    with make_progress(quiet) as progress:
+        task = progress.add_task("reading traces", total=None)
+        return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+
+
 def fmt_bytes(n: Optional[float]) -> str:
     if n is None:
         return "-"

@@ -16,7 +16,7 @@ import gzip
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from itertools import chain, islice
 from pathlib import Path
@@ -547,12 +547,18 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
     return out
 
 
-def read_traces(args: Sequence[PathLike]) -> list[Trace]:
-    """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order."""
+def read_traces(args: Sequence[PathLike], on_progress: Optional[Callable[[int, int], None]] = None) -> list[Trace]:
+    """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order.
+
+    `on_progress(done, total)` is called after each file (the CLI drives a progress bar with it).
+    """
+    pairs = expand_trace_args(args)
     traces = []
-    for i, (rank, path) in enumerate(expand_trace_args(args)):
+    for i, (rank, path) in enumerate(pairs):
         trace = read_trace(path, rank=rank)
         if trace.rank is None:
             trace.rank = i
         traces.append(trace)
+        if on_progress is not None:
+            on_progress(i + 1, len(pairs))
     return traces

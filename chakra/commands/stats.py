@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, fmt_bytes, handle_errors, make_progress, print_json
-from chakra.io import expand_trace_args, read_trace
+from chakra.cli_common import JsonOption, QuietOption, console, fmt_bytes, handle_errors, load_traces, print_json
 from chakra.stats import rank_stats, trace_stats
 
 
@@ -21,16 +20,7 @@ def stats(
     Example: [bold]chakra stats out/ddp2[/]   or   [bold]chakra stats out/ddp2 --json | jq .summary[/]
     """
     with handle_errors():
-        pairs = expand_trace_args(traces)
-        loaded = []
-        with make_progress(quiet) as progress:
-            task = progress.add_task("reading", total=len(pairs))
-            for i, (rank, path) in enumerate(pairs):
-                t = read_trace(path, rank=rank)
-                if t.rank is None:
-                    t.rank = i
-                loaded.append(t)
-                progress.advance(task)
+        loaded = load_traces(traces, quiet)
         result = trace_stats(loaded)
         if json_out:
             print_json(result)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, make_progress, print_json
-from chakra.io import expand_trace_args, read_trace
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
 from chakra.validate import ERROR, validate_traces
 
 
@@ -25,16 +24,7 @@ def validate(
     Example: [bold]chakra validate out/ddp2[/]
     """
     with handle_errors():
-        pairs = expand_trace_args(traces)
-        loaded = []
-        with make_progress(quiet) as progress:
-            task = progress.add_task("reading", total=len(pairs))
-            for i, (rank, path) in enumerate(pairs):
-                t = read_trace(path, rank=rank)
-                if t.rank is None:
-                    t.rank = i
-                loaded.append(t)
-                progress.advance(task)
+        loaded = load_traces(traces, quiet)
         report = validate_traces(loaded, cross_rank=not no_cross_rank)
         if json_out:
             print_json(report.to_json())
