@@ -1,0 +1,104 @@
+"""`chakra convert nsys`: options, progress, a summary table (or --json), warnings."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json, warn
+
+
+class Per(str, Enum):
+    device = "device"
+    process = "process"
+
+
+def add_cli(app: typer.Typer) -> None:
+    @app.command("nsys")
+    def convert_nsys(
+        inputs: list[Path] = typer.Argument(..., help="Nsight Systems SQLite exports (nsys export --type sqlite)."),
+        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+        per: Per = typer.Option(Per.device, "--per", help="One rank per GPU (device) or per process (process)."),
+        gaps: bool = typer.Option(True, "--gaps/--no-gaps", help="Keep the CPU time between API calls as gap nodes."),
+        engine: bool = typer.Option(
+            True, "--copy-engine-order/--no-copy-engine-order", help="Order host<->device copies per copy engine."
+        ),
+        quiet: bool = QuietOption,
+        as_json: bool = JsonOption,
+    ) -> None:
+        """Convert Nsight Systems SQLite reports to Chakra: Daydream's kernel-level task graph.
+
+        Nodes: CUDA API calls (CPU, per thread) with the CPU gaps between them, kernels, copies and
+        memsets (GPU, per stream), NCCL kernels as collectives; NVTX ranges name layers. Dependencies:
+        thread, stream, launch (correlation id), sync (device/stream/event/blocking copy), communicator.
+
+        Examples:
+
+          nsys export --type sqlite report1.nsys-rep
+          chakra convert nsys report1.sqlite -o out/job           # out/job.0.et, one file per GPU
+          chakra convert nsys a.sqlite b.sqlite -o job --per process
+        """
+        from chakra.converters.nsys.convert import convert_reports
+
+        with handle_errors():
+            result = run_with_progress(
+                lambda cb: convert_reports(
+                    inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb
+                ),
+                quiet or as_json,
+            )
+            report(result, quiet, as_json)
+
+
+def run_with_progress(fn: Callable, quiet: bool):
+    """Run fn(progress_callback) with a spinner counting rows on stderr."""
+    with make_progress(quiet) as progress:
+        task: Optional[int] = None
+
+        def cb(name: str, rows: int) -> None:
+            nonlocal task
+            if task is None:
+                task = progress.add_task(f"converting {Path(name).name}", total=None)
+            progress.update(task, completed=rows)
+
+        return fn(cb)
+
+
+def report(result, quiet: bool, as_json: bool) -> None:
+    for msg, n in result.warnings.items():
+        warn(f"{n} {msg}")
+    if as_json:
+        print_json(result.as_dict())
+        return
+    if quiet:
+        return
+    from rich.table import Table
+
+    table = Table(title="converted", show_lines=False)
+    for col in ("rank", "source", "of", "nodes", "API", "kernels", "copies", "memsets", "gaps", "coll", "span ms"):
+        table.add_column(col, justify="left" if col in ("source", "of") else "right")
+    for r in result.ranks:
+        d = r.as_dict()
+        t = d["tasks"]
+        table.add_row(
+            str(r.rank),
+            r.source.name,
+            r.key,
+            str(r.nodes),
+            str(t["runtime"] + t["driver"]),
+            str(t["kernel"]),
+            str(t["memcpy"]),
+            str(t["memset"]),
+            str(t["gap_nodes"]),
+            str(d["collectives"]),
+            f"{r.span_us / 1000:.3f}",
+        )
+    console.print(table)
+    for r in result.ranks:
+        edges = ", ".join(f"{k} {v}" for k, v in r.as_dict()["edges"].items() if v)
+        info(f"rank {r.rank} dependencies: {edges or 'none'}", quiet)
+    for path in result.paths:
+        info(f"wrote {path}", quiet)
