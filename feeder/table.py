@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
 from chakra.schema import pb
+from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
 SPARSE_ATTRS = frozenset(
@@ -54,16 +55,6 @@ _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")
 # `is_cpu_op` in its conventional bool_val arm, as serialized: name (field 1), bool_val (field 27).
 _CPU_TRUE = b"\n\tis_cpu_op\xd8\x01\x01"
 _CPU_FALSE = b"\n\tis_cpu_op\xd8\x01\x00"
-
-
-def _attr_value(attr: pb.AttributeProto) -> Any:
-    arm = attr.WhichOneof("value")
-    if arm is None:
-        return None
-    value = getattr(attr, arm)
-    if arm.endswith("_list"):
-        return list(value.values)
-    return value
 
 
 @dataclass
