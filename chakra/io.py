@@ -93,17 +93,8 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
         while True:
             n = len(buf)
             if n - pos < (1 << 16) and not eof:
-                try:
-                    more = f.read(_CHUNK)
-                except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                    raise TraceFormatError(path, f"cannot read: {exc}", index=index, offset=base + pos) from None
-                if more:
-                    base += pos
-                    buf = buf[pos:] + more
-                    pos = 0
-                    n = len(buf)
-                else:
-                    eof = True
+                buf, base, pos, eof = _refill(f, path, buf, base, pos, _CHUNK, index)
+                n = len(buf)
             if pos >= n:
                 return
             batch: list[bytes] = []
@@ -168,19 +159,23 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
                 )
             need = _peek_length(buf, pos)
             want = max(_CHUNK, (need[1] + need[0]) - n if need[0] >= 0 else _CHUNK)
-            try:
-                more = f.read(want)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                raise TraceFormatError(path, f"cannot read: {exc}", index=index, offset=base + pos) from None
-            if more:
-                base += pos
-                buf = buf[pos:] + more
-                pos = 0
-            else:
-                eof = True
+            buf, base, pos, eof = _refill(f, path, buf, base, pos, want, index)
     finally:
         if own:
             f.close()
+
+
+def _refill(
+    f: BinaryIO, path: PathLike, buf: bytes, base: int, pos: int, size: int, index: int
+) -> tuple[bytes, int, int, bool]:
+    """Drop consumed bytes and append up to `size` more: (buf, base, pos, eof) for the caller."""
+    try:
+        more = f.read(size)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(path, f"cannot read: {exc}", index=index, offset=base + pos) from None
+    if not more:
+        return buf, base, pos, True
+    return buf[pos:] + more, base + pos, 0, False
 
 
 def _peek_length(buf: bytes, pos: int) -> tuple[int, int]:
