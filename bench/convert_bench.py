@@ -78,15 +78,18 @@ def synthesise(target_mb: float) -> tuple[Path, Path]:
 
 
 _CHILD = """
-import json, sys, time  # noqa
+import json, resource, sys, time  # noqa
 from pathlib import Path
 from chakra.converters.pytorch import convert_files, Options
+r0 = resource.getrusage(resource.RUSAGE_SELF)
 t, c = time.perf_counter(), time.process_time()
 s = convert_files([Path(sys.argv[1])], [Path(sys.argv[2])], Path(sys.argv[3]), Options(io=sys.argv[4] == "1"))
 dt, dc = time.perf_counter() - t, time.process_time() - c
+r1 = resource.getrusage(resource.RUSAGE_SELF)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec.
 peak = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM"))
-print(json.dumps({"seconds": dt, "cpu": dc, "peak_kib": peak, "nodes": s[0]["nodes"]}))
+print(json.dumps({"seconds": dt, "cpu": dc, "sys": r1.ru_stime - r0.ru_stime, "peak_kib": peak,
+                  "nodes": s[0]["nodes"]}))
 """
 
 
@@ -122,13 +125,15 @@ def main() -> int:
         runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
     p_wall, p_cpu = min(parse_wall), min(parse_cpu)
     c_wall, c_cpu = min(r["seconds"] for r in runs), min(r["cpu"] for r in runs)
+    c_sys = min(runs, key=lambda r: r["cpu"])["sys"]
     peak = max(r["peak_kib"] for r in runs) * 1024
     nodes = runs[0]["nodes"]
     et_mb, kin_mb = et.stat().st_size / 1e6, kin.stat().st_size / 1e6
     print(f"input            {mb:8.1f} MB  (ET {et_mb:.1f} MB + Kineto {kin_mb:.1f} MB), best of {args.repeat}")
     print(f"orjson parse     {p_wall:8.2f} s wall {mb / p_wall:7.1f} MB/s | {p_cpu:6.2f} s CPU {mb / p_cpu:7.1f} MB/s")
     print(f"convert          {c_wall:8.2f} s wall {mb / c_wall:7.1f} MB/s | {c_cpu:6.2f} s CPU {mb / c_cpu:7.1f} MB/s")
-    print(f"                 ({nodes:,} nodes written, io={not args.no_io})")
+    print(f"                 ({nodes:,} nodes written, io={not args.no_io}; CPU = {c_cpu - c_sys:.2f} s user"
+          f" + {c_sys:.2f} s system)")  # fmt: skip
     print(f"speed ratio      {p_wall / c_wall:8.2f} wall | {p_cpu / c_cpu:.2f} CPU   (target >= 0.50)")
     print(f"peak RSS         {peak / 1e6:8.1f} MB  = {peak / size:.2f} x input (target < 3)")
     return 0

@@ -415,23 +415,26 @@ class TraceWriter:
 
     def write_nodes(self, nodes: Iterable[pb.Node]) -> None:
         """Serialize and frame nodes in chunks with C-level loops (map/zip/join), no per-node bytecode."""
-        if not self._wrote_metadata:
-            self.write_metadata(pb.GlobalMetadata())
-        self._flush()
         serialize = pb.Node.SerializeToString
         it = iter(nodes)
-        write = self._out.write
         while True:
             chunk = list(islice(it, 8192))
             if not chunk:
                 break
-            datas = list(map(serialize, chunk))
-            try:
-                prefixes = map(_VARINT_CACHE.__getitem__, map(len, datas))
-                write(b"".join(chain.from_iterable(zip(prefixes, datas))))
-            except IndexError:  # a node of 16 KiB or more: frame this chunk the slow way
-                write(b"".join(chain.from_iterable((encode_varint(len(d)), d) for d in datas)))
-            self.nodes_written += len(chunk)
+            self.write_serialized(list(map(serialize, chunk)))
+
+    def write_serialized(self, messages: Sequence[bytes]) -> None:
+        """Frame and write already-serialized Node messages (for converters that encode bytes themselves)."""
+        if not self._wrote_metadata:
+            self.write_metadata(pb.GlobalMetadata())
+        self._flush()
+        try:
+            prefixes = map(_VARINT_CACHE.__getitem__, map(len, messages))
+            data = b"".join(chain.from_iterable(zip(prefixes, messages)))
+        except IndexError:  # a node of 16 KiB or more: frame this batch the slow way
+            data = b"".join(chain.from_iterable((encode_varint(len(d)), d) for d in messages))
+        self._out.write(data)
+        self.nodes_written += len(messages)
 
     def _append(self, data: bytes) -> None:
         n = len(data)

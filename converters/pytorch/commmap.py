@@ -26,6 +26,10 @@ _COMPATIBLE = {
 }
 
 
+#: names of the ops `map_comms` reads: calls (c10d::, record_param_comms) and executors (gloo:, nccl:)
+_COMM_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:")
+
+
 def _tensor_keys(value: Any, out: set) -> None:
     if isinstance(value, list):
         if len(value) == 6 and isinstance(value[0], int) and isinstance(value[5], str):
@@ -56,12 +60,13 @@ class Call:
 
 def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, Any]) -> list[Op]:
     """Mark comm executors (kind COMM, .comm set); returns the ops merged away (to drop)."""
-    has_kernels = any(op.kind == COMM for op in ops.values())  # only NCCL kernels are COMM so far
+    # Only NCCL kernels are COMM so far; every other op that matters has a comm name prefix.
+    order = [op for op in map(ops.__getitem__, sorted(ops)) if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)]
+    has_kernels = any(op.kind == COMM for op in order)
     calls: dict[int, Call] = {}
-    order = sorted(ops)
     unknown: Counter = Counter()
-    for oid in order:
-        op = ops[oid]
+    for op in order:
+        oid = op.id
         if op.kind != CPU:
             continue
         name = op.name
@@ -90,8 +95,7 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
                 calls[oid] = Call(op, info)
     # Executors.
     executors: list[Op] = []
-    for oid in order:
-        op = ops[oid]
+    for op in order:
         if op.kind == COMM:  # NCCL kernels (set by add_gpu_ops)
             executors.append(op)
         elif op.kind == CPU and comms.is_executor_name(op.name):

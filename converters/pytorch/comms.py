@@ -122,12 +122,22 @@ def dtype_bytes(dtype: Any) -> int:
 
 
 def tensor_bytes(value: Any) -> int:
-    """Total bytes of the tensors in an ET value (a 6-list tensor or nested lists of them)."""
-    if isinstance(value, list):
-        if len(value) == 6 and isinstance(value[3], int) and isinstance(value[4], int) and isinstance(value[5], str):
-            return value[3] * value[4]
-        return sum(tensor_bytes(v) for v in value)
-    return 0
+    """Total bytes of the tensors in an ET value (a 6-list tensor or nested lists of them).
+
+    Runs for every input and output of every modelled aten op, so scalars are skipped without a call.
+    """
+    if not isinstance(value, list):
+        return 0
+    if len(value) == 6 and isinstance(value[3], int) and isinstance(value[4], int) and isinstance(value[5], str):
+        return value[3] * value[4]
+    total = 0
+    for v in value:
+        if isinstance(v, list):
+            if len(v) == 6 and isinstance(v[3], int) and isinstance(v[4], int) and isinstance(v[5], str):
+                total += v[3] * v[4]  # a tensor: counted here, without a call
+            else:
+                total += tensor_bytes(v)
+    return total
 
 
 @dataclass

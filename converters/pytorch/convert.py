@@ -17,18 +17,19 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.io import TraceWriter, rank_path
-from chakra.schema import NodeType, node_type_name
+from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
 
 from . import comms
 from .commmap import map_comms
 from .dag import SYNC_RUNTIME, Builder
-from .emit import CycleError, make_pb, ordered
+from .emit import CycleError, NodeEncoder, ordered
 from .et import ETFile, load_et, read_input_bytes, sniff_et_head
 from .kineto_trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
 from .link import add_gpu_ops, link_et, ops_from_kineto
@@ -46,9 +47,9 @@ class Options:
 class RankInput:
     rank: int
     et: Optional[str] = None  # path (or "archive:member") of the ET document
-    et_raw: Optional[bytes] = None
+    et_raw: Any = None  # bytes, or an mmap of a big plain file
     kineto: Optional[str] = None
-    kineto_raw: Optional[bytes] = None
+    kineto_raw: Any = None
 
 
 def convert_rank(
@@ -57,24 +58,32 @@ def convert_rank(
     rank: int,
     options: Optional[Options] = None,
     writer: Optional[TraceWriter] = None,
+    release: bool = False,
 ) -> tuple[Trace, dict[str, Any]]:
     """Convert one rank (ET and/or Kineto already loaded) into a Trace and its summary.
 
     With `writer`, nodes are streamed into it as they are made and the returned Trace holds none
-    (bounded memory for big traces). The cyclic GC is paused meanwhile: the parsed JSON is millions
-    of live objects, and every generation-2 pass would walk them all for nothing.
+    (bounded memory for big traces). `release` empties `kf`'s event lists once they are read (the
+    caller is done with them), so their memory is reused for the graph. The cyclic GC is paused
+    meanwhile: the parsed JSON is millions of live objects, and every generation-2 pass would walk
+    them all for nothing.
     """
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return _convert_rank(et, kf, rank, options or Options(), writer)
+        return _convert_rank(et, kf, rank, options or Options(), writer, release)
     finally:
         if gc_was:
             gc.enable()
 
 
 def _convert_rank(
-    et: Optional[ETFile], kf: Optional[KinetoFile], rank: int, options: Options, writer: Optional[TraceWriter]
+    et: Optional[ETFile],
+    kf: Optional[KinetoFile],
+    rank: int,
+    options: Options,
+    writer: Optional[TraceWriter],
+    release: bool,
 ) -> tuple[Trace, dict[str, Any]]:
     t0 = time.perf_counter()
     stats: dict[str, Any] = {"rank": rank, "warnings": []}
@@ -112,9 +121,11 @@ def _convert_rank(
     sync_events = []
     if kf is not None:
         sync_events = _sync_events(kf)
+        if release:  # every Kineto event has been read: free them before the graph is built
+            kf.cpu, kf.gpu, kf.runtime, kf.sync = [], [], [], []
     items = builder.build(sync_events)
     try:
-        items = ordered(items)
+        items = ordered(items, builder.edges_in_order)
     except CycleError:
         # Safety net: wait/sync edges are inferred from times; drop them rather than emit a cycle.
         for ex, seg in builder.wait_edges:
@@ -134,26 +145,19 @@ def _convert_rank(
         finish_ts=et.finish_ts if et is not None else None,
         timed=timed,
     )
-    by_type: Counter = Counter()
-    t_lo, t_hi = None, 0
     nodes: list = []
     if writer is not None:
         writer.write_metadata(md)
-    io = options.io
+    encoder = NodeEncoder(options.io, builder.next_id)
     for i in range(0, len(items), 4096):
-        batch = [make_pb(it, io) for it in items[i : i + 4096]]
-        for n in batch:
-            by_type[n.type] += 1
-            if n.start_time_micros:
-                t_lo = n.start_time_micros if t_lo is None else min(t_lo, n.start_time_micros)
-                t_hi = max(t_hi, n.start_time_micros + n.duration_micros)
+        batch = encoder.encode_batch(items[i : i + 4096])
         if writer is not None:
-            writer.write_nodes(batch)
+            writer.write_serialized(batch)
         else:
-            nodes.extend(batch)
+            nodes.extend(map(pb.Node.FromString, batch))
     trace = Trace(metadata=md, nodes=nodes, rank=rank)
-    stats["span_us"] = (t_hi - t_lo) if t_lo is not None else 0
-    _summarise(stats, by_type, items, dropped, timed)
+    stats["span_us"] = (encoder.t_hi - encoder.t_lo) if encoder.t_lo is not None else 0
+    _summarise(stats, encoder.types, items, dropped, timed)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return trace, stats
 
@@ -204,12 +208,16 @@ def _world_from_pgs(pgs: list[dict]) -> int:
     return max(sizes, default=0)
 
 
+_OP = attrgetter("op")
+
+
 def _summarise(stats: dict, type_counts: Counter, items: list, dropped: Counter, timed: bool) -> None:
     by_type = Counter({node_type_name(k): v for k, v in type_counts.items()})
     stats["nodes"] = sum(type_counts.values())
     stats["nodes_by_type"] = dict(sorted(by_type.items()))
-    stats["cpu_ops"] = sum(1 for it in items if it.op is not None and it.op.kind == CPU)
-    stats["gpu_ops"] = sum(1 for it in items if it.op is not None and it.op.kind == GPU)
+    kinds = Counter(op.kind for op in map(_OP, items) if op is not None)
+    stats["cpu_ops"] = kinds[CPU]
+    stats["gpu_ops"] = kinds[GPU]
     stats["p2p"] = {
         "send": by_type.get(node_type_name(NodeType.COMM_SEND_NODE), 0),
         "recv": by_type.get(node_type_name(NodeType.COMM_RECV_NODE), 0),
@@ -224,7 +232,7 @@ def _summarise(stats: dict, type_counts: Counter, items: list, dropped: Counter,
     steps = {}
     for it in items:
         op = it.op
-        if op is not None and op.kind == CPU and op.name.startswith("ProfilerStep#") and op.end is not None:
+        if op is not None and op.name.startswith("ProfilerStep#") and op.kind == CPU and op.end is not None:
             steps[op.name] = round((op.end - op.ts) / 1000, 1)
     if steps:
         stats["profiler_steps_us"] = steps
@@ -316,7 +324,7 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
             kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
             with TraceWriter(out_path) as w:
-                _, stats = convert_rank(et, kf, ri.rank, options, writer=w)
+                _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True)
         finally:
             if gc_was:
                 gc.enable()
@@ -326,6 +334,10 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
         return {"error": str(exc)}
     except OSError as exc:  # output folder not writable, disk full, ...
         return {"error": f"{out_path}: cannot write ({exc.strerror or exc})"}
+
+
+def _plain_bytes(raw: Any) -> Optional[bytes]:
+    return raw if raw is None or isinstance(raw, bytes) else bytes(raw)
 
 
 def convert_files(
@@ -347,6 +359,9 @@ def convert_files(
         if len(inputs) == 1:
             results = [_convert_one(inputs[0], tmp_paths[0], options)]
         else:
+            for ri in inputs:  # memory-mapped inputs cannot be pickled to the workers
+                ri.et_raw = _plain_bytes(ri.et_raw)
+                ri.kineto_raw = _plain_bytes(ri.kineto_raw)
             workers = options.jobs or min(len(inputs), os.cpu_count() or 1)
             with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
                 futures = [pool.submit(_convert_one, ri, p, options) for ri, p in zip(inputs, tmp_paths)]

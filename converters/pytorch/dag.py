@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from operator import attrgetter
 from typing import Any, Optional
 
 from .ops import COMM, CPU, GPU, META, Op
@@ -39,6 +40,12 @@ SYNC_RUNTIME = frozenset(
 )  # fmt: skip
 
 
+_ID = attrgetter("id")
+_TS = attrgetter("ts")
+_END = attrgetter("end")
+_START = attrgetter("start")
+
+
 class Item:
     """One emitted node: an op segment or a gap/idle/queue segment."""
 
@@ -52,7 +59,7 @@ class Item:
         self.start = start
         self.end = start
         self.ctrl: list[int] = []
-        self.data: list[int] = []
+        self.data: Any = ()  # a list once it has a data dependency (rare: most items have none)
         self.wait_from = start
         self.seq = 0  # index in its thread chain
         self.chain: Any = None  # key of its host thread chain (None for executors)
@@ -71,6 +78,10 @@ class Builder:
         self.starts: dict[Any, list[int]] = {}
         self.wait_edges: list[tuple[Item, Item]] = []
         self._gpu_index: Optional[dict] = None
+        self._gap_nodes = self._gap_ns = self._queue_nodes = 0  # counted as they are made, for the summary
+        #: every dependency precedes its dependent in (start or 0, id) order: the emitter's sort is
+        #: then topological without checking. Kept by `_ctrl`/`_data` (and inline in the host-chain loop).
+        self.edges_in_order = True
 
     def new_item(self, op: Optional[Op], start: Optional[int], kind: str = "", owner: int = 0) -> Item:
         it = Item(op, start, kind, owner)
@@ -81,6 +92,21 @@ class Builder:
             self.op_item[op.id] = it
         self.items.append(it)
         return it
+
+    def _ctrl(self, it: Item, dep: Item) -> None:
+        """`it` follows `dep` (ctrl_deps)."""
+        it.ctrl.append(dep.id)
+        if (dep.start or 0, dep.id) > (it.start or 0, it.id):
+            self.edges_in_order = False  # see __init__
+
+    def _data(self, it: Item, dep: Item) -> None:
+        """`it` waits for `dep` (data_deps)."""
+        if it.data:
+            it.data.append(dep.id)
+        else:
+            it.data = [dep.id]
+        if (dep.start or 0, dep.id) > (it.start or 0, it.id):
+            self.edges_in_order = False
 
     # ------------------------------------------------------------------ host threads
     def build(self, sync_events: list = ()) -> list[Item]:
@@ -99,37 +125,43 @@ class Builder:
         main = max(threads, key=lambda k: len(threads[k]), default=None)
         for key, ops in threads.items():
             timed = self.timed and ops[0].ts is not None
-            chain = self._host_chain(ops, timed, idle_nodes=key == main)
-            for it in chain:
-                it.chain = key
+            chain = self._host_chain(ops, timed, key, idle_nodes=key == main)
             self.chains[key] = chain
-            self.starts[key] = [it.start if it.start is not None else 0 for it in chain]
-        gaps = sum(1 for it in self.items if it.kind in (GAP, IDLE))
-        self.stats["gap_nodes"] = gaps
-        gap_ns = sum((it.end - it.start) for it in self.items if it.kind in (GAP, IDLE)) if self.timed else 0
-        self.stats["gap_us"] = round(gap_ns / 1000, 1)
+            starts = list(map(_START, chain))
+            if None in starts:
+                starts = [t if t is not None else 0 for t in starts]
+            self.starts[key] = starts
+        self.stats["gap_nodes"] = self._gap_nodes
+        self.stats["gap_us"] = round(self._gap_ns / 1000, 1) if self.timed else 0.0
         for key, ops in execs.items():
             self._exec_chain(key, ops)
         if main is not None and self.timed:
             self._handoffs(main)
         for ev in sync_events:
             self._sync(ev)
-        self.stats["queue_nodes"] = sum(1 for it in self.items if it.kind == QUEUE)
+        self.stats["queue_nodes"] = self._queue_nodes
         return self.items
 
-    def _host_chain(self, ops: list[Op], timed: bool, idle_nodes: bool) -> list[Item]:
+    def _host_chain(self, ops: list[Op], timed: bool, key: Any, idle_nodes: bool) -> list[Item]:
+        """The thread's items in order; each item's `chain` is `key`."""
         chain: list[Item] = []
         if not timed:
             for op in sorted(ops, key=lambda o: o.id):
                 it = self.new_item(op, None)
+                it.chain = key
                 if chain:
-                    it.ctrl.append(chain[-1].id)
+                    self._ctrl(it, chain[-1])
                 it.seq = len(chain)
                 chain.append(it)
             return chain
-        ops.sort(key=lambda o: (o.ts, -o.end, o.id))
+        # Order (ts, -end, id), from three stable sorts on plain attributes (cheaper than tuple keys).
+        ops.sort(key=_ID)
+        ops.sort(key=_END, reverse=True)
+        ops.sort(key=_TS)
         stack: list[Op] = []
         gap_min = self.gap_min
+        add_item = self.items.append
+        add_link = chain.append
         pending_gap: Optional[tuple[int, int]] = None  # (start, owner id or 0)
 
         def flush_gap(until: int) -> None:
@@ -139,29 +171,47 @@ class Builder:
             start, owner = pending_gap
             pending_gap = None
             if until - start >= gap_min and (owner or idle_nodes):
-                it = self.new_item(None, start, GAP if owner else IDLE, owner)
+                it = Item(None, start, GAP if owner else IDLE, owner)  # new_item and append, inlined
+                it.id = self.next_id
+                self.next_id += 1
+                add_item(it)
                 it.end = until
-                append(it)
+                it.chain = key
+                if chain:
+                    prev = chain[-1]
+                    it.ctrl.append(prev.id)
+                    if prev.start > start or (prev.start == start and prev.id > it.id):
+                        self.edges_in_order = False
+                it.seq = len(chain)
+                add_link(it)
+                self._gap_nodes += 1
+                self._gap_ns += until - start
             elif not owner and chain and chain[-1].end is None:
                 chain[-1].end = start  # idle time on a secondary thread belongs to no node
 
-        def append(it: Item) -> None:
-            if chain:
-                prev = chain[-1]
-                it.ctrl.append(prev.id)
-            it.seq = len(chain)
-            chain.append(it)
-
+        # The hot loop (once per host op): new_item and the chain append are inlined.
+        op_item = self.op_item
         for op in ops:
             ts = op.ts
             while stack and stack[-1].end <= ts:
                 top = stack.pop()
-                flush_gap(top.end)
+                if pending_gap is not None:
+                    flush_gap(top.end)
                 pending_gap = (top.end, stack[-1].id if stack else 0)
-            flush_gap(ts)
-            item = self.new_item(op, ts)
+            if pending_gap is not None:
+                flush_gap(ts)
+            item = Item(op, ts)
             item.end = None  # set below: the next item's start, unless idle time cuts it short
-            append(item)
+            item.chain = key
+            op_item[op.id] = item
+            add_item(item)
+            if chain:
+                prev = chain[-1]
+                item.ctrl.append(prev.id)
+                if prev.start > ts or (prev.start == ts and prev.id > item.id):  # `_ctrl`, inlined
+                    self.edges_in_order = False
+            item.seq = len(chain)
+            add_link(item)
             stack.append(op)
         while stack:
             top = stack.pop()
@@ -220,19 +270,20 @@ class Builder:
                     delay = op.ts - ready
                     if delay >= self.gap_min:
                         q = self.new_item(None, ready, QUEUE, op.id)
+                        self._queue_nodes += 1
                         q.end = op.ts
                         if prev is not None:
-                            q.ctrl.append(prev.id)
+                            self._ctrl(q, prev)
                         if launch is not None:
-                            q.data.append(launch.id)
+                            self._data(q, launch)
                         chain.append(q)
                         prev = q
             it = self.new_item(op, op.ts)
             it.end = op.end
             if prev is not None:
-                it.ctrl.append(prev.id)
+                self._ctrl(it, prev)
             if launch is not None:
-                it.data.append(launch.id)
+                self._data(it, launch)
             chain.append(it)
             if launch is not None:
                 self._wait(it, launch, op)
@@ -246,7 +297,8 @@ class Builder:
         if not self.timed or ex.end is None:
             # Without times: a synchronous collective (async_op=False) blocks the next host segment.
             if op.comm is not None and _is_sync_call(launch.op) and launch.seq + 1 < len(chain):
-                chain[launch.seq + 1].data.append(ex.id)
+                nxt = chain[launch.seq + 1]
+                self._data(nxt, ex)
             return
         e = ex.end
         idx = bisect_left(self.starts[key], e) - 1
@@ -256,7 +308,7 @@ class Builder:
         if seg.end is None or seg.end < e:
             return
         if seg.kind in (GAP, IDLE) or (seg.op is not None and any(w in seg.op.name for w in _WAITLIKE)):
-            seg.data.append(ex.id)
+            self._data(seg, ex)
             seg.wait_from = max(seg.wait_from or 0, e)
             self.wait_edges.append((ex, seg))
 
@@ -283,7 +335,7 @@ class Builder:
         launch = self._launch_item(gpu.op)
         if launch is not None and launch.chain == key and seg.seq <= launch.seq:
             return
-        seg.data.append(gpu.id)
+        self._data(seg, gpu)
         if gpu.end > (seg.start or 0):
             seg.wait_from = max(seg.wait_from or 0, gpu.end)
         self.wait_edges.append((gpu, seg))
@@ -319,7 +371,7 @@ class Builder:
                     while idx >= 0 and mchain[idx].end > it.start:
                         idx -= 1
                     if idx >= 0:
-                        it.data.append(mchain[idx].id)
+                        self._data(it, mchain[idx])
                         n += 1
                 prev_end = it.end
         self.stats["handoff_edges"] = n

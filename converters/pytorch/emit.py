@@ -8,14 +8,37 @@ instead of drifting by up to 0.5 µs per node.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
+from operator import attrgetter
+from typing import Optional
 
 import orjson
 
-from chakra.schema import CollectiveType, NodeType, pb
+from chakra.schema import CollectiveType, NodeType
 
 from .comms import RECV, SEND
 from .dag import GAP, IDLE, QUEUE, Item
-from .ops import COMM, CPU, GPU, META, Op
+from .ops import COMM, CPU, META, Op
+from .wire import (
+    _LOW14,
+    _SMALL,
+    NODE_CTRL,
+    NODE_DATA,
+    NODE_DUR,
+    NODE_ID,
+    NODE_INPUTS,
+    NODE_NAME,
+    NODE_OUTPUTS,
+    NODE_START,
+    NODE_TYPE,
+    AttrEncoder,
+    HighBits,
+    io_info,
+    length_delimited,
+    packed,
+    varint,
+    varint_table,
+)
 
 _dumps = orjson.dumps
 
@@ -24,126 +47,274 @@ def _us(ns: int) -> int:
     return (ns + 500) // 1000
 
 
-def _io(target: pb.IOInfo, io: tuple) -> None:
-    values, shapes, types = io
-    target.values = _dumps(values).decode()
-    target.shapes = _dumps(shapes).decode()
-    target.types = _dumps(types).decode()
+def io_field(tag: bytes, io: Optional[tuple]) -> bytes:
+    """The framed `inputs`/`outputs` field of (values, shapes, types) parsed lists, or b"" for None.
+
+    Called for every ET op, so the common case (every part shorter than 16 KiB) is one join.
+    """
+    if io is None:
+        return b""
+    values, shapes, types = _dumps(io[0]), _dumps(io[1]), _dumps(io[2])
+    a, b, c = len(values), len(shapes), len(types)
+    if a + b + c < 16000:
+        body = b"".join((b"\x0a", _SMALL[a], values, b"\x12", _SMALL[b], shapes, b"\x1a", _SMALL[c], types))
+        return tag + _SMALL[len(body)] + body
+    return length_delimited(tag, io_info(values, shapes, types))
 
 
-_A = pb.AttributeProto
-_CPU_TRUE = _A(name="is_cpu_op", bool_val=True)
-_CPU_FALSE = _A(name="is_cpu_op", bool_val=False)
+def _attr(name: str, arm: str) -> AttrEncoder:
+    return AttrEncoder(name, arm)
 
 
-def make_pb(it: Item, with_io: bool) -> pb.Node:
-    """One node. Attributes are built with the message constructors (C speed) in the arms
-    `chakra.schema.attrs.CONVENTIONS` names; the converter tests check them with the validator."""
-    A = _A
-    start_us = dur_us = 0
-    if it.start is not None:
-        start = it.start
-        start_us = _us(start)
-        if it.end is not None:
-            eff = max(start, it.wait_from or start)
-            dur_us = max(0, _us(it.end) - _us(eff))
-    data = list(dict.fromkeys(it.data)) if it.data else ()
-    op = it.op
-    if op is None:
-        owner = A(name="gap_of" if it.kind != QUEUE else "queue_of", int64_val=it.owner)
-        return pb.Node(id=it.id, name=it.kind, type=NodeType.COMP_NODE, ctrl_deps=it.ctrl, data_deps=data,
-                       start_time_micros=start_us, duration_micros=dur_us, attr=[_CPU_TRUE, owner])  # fmt: skip
+# One encoder per attribute the converter writes, in the arm `chakra.schema.attrs.CONVENTIONS` names.
+_CPU_TRUE = _attr("is_cpu_op", "bool_val")[True]
+_CPU_FALSE = _attr("is_cpu_op", "bool_val")[False]
+_GAP_OF = _attr("gap_of", "int64_val")
+_QUEUE_OF = _attr("queue_of", "int64_val")
+_COMM_SRC = _attr("comm_src", "int32_val")
+_COMM_DST = _attr("comm_dst", "int32_val")
+_COMM_TAG = _attr("comm_tag", "int32_val")
+_COMM_TYPE = _attr("comm_type", "int64_val")
+_COMM_SIZE = _attr("comm_size", "int64_val")
+_PG_NAME = _attr("pg_name", "string_val")
+_DTYPE = _attr("dtype", "string_val")
+_STREAM = _attr("stream", "int64_val")
+_DEVICE = _attr("device", "int64_val")
+_LAUNCHER = _attr("launcher", "int64_val")
+_NUM_OPS = _attr("num_ops", "int64_val")
+_TENSOR_SIZE = _attr("tensor_size", "uint64_val")
+_RF_ID = _attr("rf_id", "int64_val")
+_TID = _attr("tid", "int64_val")
+_SEQ_ID = _attr("seq_id", "int64_val")
+_SCOPE = _attr("scope", "int64_val")
+_FW_PARENT = _attr("fw_parent", "int64_val")
+_FW_TID = _attr("fw_tid", "int64_val")
+_OP_SCHEMA = _attr("op_schema", "string_val")
+_EXTRA_STRINGS = (("kernel_backend", _attr("kernel_backend", "string_val")),
+                  ("kernel_file", _attr("kernel_file", "string_val")))  # fmt: skip
+_INCLUSIVE_DUR = _attr("inclusive_dur", "int64_val")
+_PROCESS_GROUPS = _attr("process_groups", "string_val")
+_TYPE = {int(t): NODE_TYPE + varint(int(t)) for t in NodeType}
+# Plain ints: hashing an IntEnum member runs Python code (Enum.__hash__), too slow per node.
+_COMP = int(NodeType.COMP_NODE)
+_META = int(NodeType.METADATA_NODE)
+_NO_TIME = 1 << 63
+# Prefixes joined ahead of time (each saves a concatenation per node): gap/queue tails up to the
+# owner's varint (by its length), ctrl_deps up to its single varint, start tag + low 14 bits,
+# duration tag + small value.
+_GAP_TAILS = [_CPU_TRUE + head for head in _GAP_OF.heads]
+_QUEUE_TAILS = [_CPU_TRUE + head for head in _QUEUE_OF.heads]
+_CTRL_HEADS = [NODE_CTRL + _SMALL[k] for k in range(11)]
+_START_LOW14 = [NODE_START + low for low in _LOW14]
+_DUR_SMALL = [NODE_DUR + v for v in _SMALL]
+
+
+class NodeEncoder:
+    """Items -> serialised `pb.Node` messages (see `wire`), counting node types and the time span.
+
+    `encode_batch` runs once per node of the trace, so its loop is written for speed: fields 1-7
+    (id, name, type, dependencies, times) are encoded inline with local lookups; byte strings that
+    repeat (names, attribute entries) are cached; ids below `id_limit` come from a varint table.
+    """
+
+    def __init__(self, with_io: bool, id_limit: int = 0) -> None:
+        """`id_limit`: node ids are below it (ids, rf_ids and dependencies then encode by lookup)."""
+        self.with_io = with_io
+        self.types: Counter = Counter()
+        self._t_lo = _NO_TIME
+        self.t_hi = 0
+        self._names: dict[str, bytes] = {}
+        self._ids = varint_table(min(id_limit, 1 << 21))
+        self._high = HighBits()
+
+    @property
+    def t_lo(self) -> Optional[int]:
+        """Earliest start (µs) of a timed node, None when no node has a time."""
+        return self._t_lo if self._t_lo != _NO_TIME else None
+
+    def encode(self, it: Item) -> bytes:
+        """One node, serialised."""
+        return self.encode_batch([it])[0]
+
+    def encode_batch(self, items: list[Item]) -> list[bytes]:
+        """Serialised nodes. Durations are differences of rounded boundaries (module docstring)."""
+        out: list[bytes] = []
+        emit = out.append
+        ids, names, high, types = self._ids, self._names, self._high, self.types
+        n_ids = len(ids)
+        with_io = self.with_io
+        t_lo, t_hi = self._t_lo, self.t_hi
+        for it in items:
+            op = it.op
+            if op is None:
+                name, node_type = it.kind, _COMP
+                owner = it.owner
+                v = ids[owner] if 0 <= owner < n_ids else varint(owner)
+                tail = (_GAP_TAILS if name != QUEUE else _QUEUE_TAILS)[len(v)] + v
+            elif op.kind == META:
+                self._t_lo, self.t_hi = t_lo, t_hi
+                emit(self._meta(it, op))
+                t_lo, t_hi = self._t_lo, self.t_hi
+                continue
+            else:
+                name = op.name
+                node_type, tail = _op_attrs(op, ids, n_ids)
+                if with_io:
+                    io = op.io
+                    if io is None:
+                        io = io_field(NODE_INPUTS, op.inputs) + io_field(NODE_OUTPUTS, op.outputs)
+                    tail = io + tail
+            types[node_type] += 1
+            # id, name, type
+            name_field = names.get(name)
+            if name_field is None:
+                name_field = names[name] = length_delimited(NODE_NAME, name.encode()) if name else b""
+            node_id = it.id
+            if node_id:
+                head = NODE_ID + (ids[node_id] if node_id < n_ids else varint(node_id)) + name_field + _TYPE[node_type]
+            else:
+                head = name_field + _TYPE[node_type]
+            # ctrl_deps, data_deps (packed; nearly always one ctrl dependency and no data one)
+            ctrl = it.ctrl
+            if ctrl:
+                if len(ctrl) == 1:
+                    v = ctrl[0]
+                    v = ids[v] if 0 <= v < n_ids else varint(v)
+                    head += _CTRL_HEADS[len(v)] + v
+                else:
+                    head += packed(NODE_CTRL, ctrl)
+            data = it.data
+            if data:
+                head += packed(NODE_DATA, dict.fromkeys(data) if len(data) > 1 else data)
+            # start_time_micros, duration_micros
+            start = it.start
+            if start is not None:
+                start_us = (start + 500) // 1000
+                dur_us = 0
+                end = it.end
+                if end is not None:
+                    wait_from = it.wait_from
+                    eff = wait_from if wait_from and wait_from > start else start
+                    dur_us = max(0, (end + 500) // 1000 - (eff + 500) // 1000)
+                if start_us:
+                    # Timestamps are big (~2**50 µs): low 14 bits by table, the slowly changing rest cached.
+                    if start_us >= 16384:
+                        head += _START_LOW14[start_us & 16383] + high[start_us >> 14]
+                    else:
+                        head += NODE_START + _SMALL[start_us]
+                    if start_us < t_lo:
+                        t_lo = start_us
+                    if start_us + dur_us > t_hi:
+                        t_hi = start_us + dur_us
+                if dur_us:
+                    head += _DUR_SMALL[dur_us] if dur_us < 16384 else NODE_DUR + varint(dur_us)
+            emit(head + tail)
+        self._t_lo, self.t_hi = t_lo, t_hi
+        return out
+
+    def _meta(self, it: Item, op: Op) -> bytes:
+        """`## process_group:init ##`: the process groups as ASTRA-sim reads them, plus an attribute.
+
+        No dependencies and no duration, only the start time."""
+        start_us = _us(it.start) if it.start is not None else 0
+        self.types[_META] += 1
+        node = NODE_ID + varint(it.id) if it.id else b""
+        node += (length_delimited(NODE_NAME, op.name.encode()) if op.name else b"") + _TYPE[_META]
+        if start_us:
+            node += NODE_START + varint(start_us)
+            self._t_lo = min(self._t_lo, start_us)
+            self.t_hi = max(self.t_hi, start_us)
+        if not (op.inputs and op.inputs[0]):
+            return node + _CPU_TRUE
+        text = op.inputs[0][0] if isinstance(op.inputs[0][0], str) else _dumps(op.inputs[0]).decode()
+        # ASTRA-sim strips two characters from each end and JSON-decodes the rest.
+        inputs = length_delimited(NODE_INPUTS, io_info(f"['{text}']".encode(), b"", b'["String"]'))
+        return node + inputs + _CPU_TRUE + _PROCESS_GROUPS.encode(text)
+
+
+def _op_attrs(op: Op, ids: list[bytes], n_ids: int) -> tuple[int, bytes]:
+    """(node type, the serialised attr entries) of an op node (not META); `ids` as in NodeEncoder."""
     kind = op.kind
-    node_type = NodeType.COMP_NODE
-    attrs: list = []
-    add = attrs.append
-    if kind == COMM and op.comm is not None:
-        info = op.comm
-        node_type = info.node_type
-        add(_CPU_FALSE)
-        if info.coll in (SEND, RECV):
-            extra = op.extra or {}
-            add(A(name="comm_src", int32_val=int(extra.get("comm_src", -1))))
-            add(A(name="comm_dst", int32_val=int(extra.get("comm_dst", -1))))
-            add(A(name="comm_tag", int32_val=int(info.tag)))
-        else:
-            add(A(name="comm_type", int64_val=int(info.coll)))
-        add(A(name="comm_size", int64_val=int(info.size)))
-        add(A(name="pg_name", string_val=info.pg_name))
-        if info.dtype:
-            add(A(name="dtype", string_val=info.dtype))
-        if op.stream >= 0:
-            add(A(name="stream", int64_val=op.stream))
-    elif kind == META:
-        node = pb.Node(id=it.id, name=op.name, type=NodeType.METADATA_NODE, start_time_micros=start_us,
-                       attr=[_CPU_TRUE])  # fmt: skip
-        if op.inputs and op.inputs[0]:
-            text = op.inputs[0][0] if isinstance(op.inputs[0][0], str) else _dumps(op.inputs[0]).decode()
-            # ASTRA-sim strips two characters from each end and JSON-decodes the rest.
-            node.inputs.values = f"['{text}']"
-            node.inputs.types = '["String"]'
-            node.attr.append(A(name="process_groups", string_val=text))
-        return node
-    elif kind in (GPU, COMM):
-        add(_CPU_FALSE)
-        add(A(name="stream", int64_val=op.stream))
-        add(A(name="device", int64_val=op.device))
+    if kind == CPU:
+        parts = [_CPU_TRUE]
+        node_type = _COMP
+    elif kind == COMM and op.comm is not None:
+        node_type = int(op.comm.node_type)
+        parts = _comm_attrs(op)
+    else:  # GPU work, and comm executors without comm info
+        node_type = _COMP
+        parts = [_CPU_FALSE, _STREAM[op.stream], _DEVICE[op.device]]
         if op.launcher is not None:
-            add(A(name="launcher", int64_val=op.launcher.id))
-    else:
-        add(_CPU_TRUE)
+            parts.append(_LAUNCHER.encode(op.launcher.id))
+    add = parts.append
     if op.flops:
-        add(A(name="num_ops", int64_val=op.flops))
+        add(_NUM_OPS[op.flops])
     if op.bytes:
-        add(A(name="tensor_size", uint64_val=op.bytes))
+        add(_TENSOR_SIZE[op.bytes])
     if kind == CPU or (kind == COMM and op.rf_id):
-        add(A(name="rf_id", int64_val=op.rf_id))
-        add(A(name="tid", int64_val=op.tid))
-        if op.seq_id != -1:
-            add(A(name="seq_id", int64_val=op.seq_id))
+        v = op.rf_id
+        v = ids[v] if 0 <= v < n_ids else varint(v)
+        add(_RF_ID.heads[len(v)] + v)
+        add(_TID[op.tid])
+        v = op.seq_id
+        if v != -1:
+            v = ids[v] if 0 <= v < n_ids else varint(v)
+            add(_SEQ_ID.heads[len(v)] + v)
         if op.scope:
-            add(A(name="scope", int64_val=op.scope))
+            add(_SCOPE[op.scope])
         if op.fw_parent:
-            add(A(name="fw_parent", int64_val=op.fw_parent))
+            add(_FW_PARENT.encode(op.fw_parent))
         if op.fw_tid:
-            add(A(name="fw_tid", int64_val=op.fw_tid))
+            add(_FW_TID[op.fw_tid])
         if op.op_schema:
-            add(A(name="op_schema", string_val=op.op_schema))
+            add(_OP_SCHEMA[op.op_schema])
         extra = op.extra
         if extra:
-            for k in ("kernel_backend", "kernel_file"):
+            for k, enc in _EXTRA_STRINGS:
                 if extra.get(k):
-                    add(A(name=k, string_val=extra[k]))
-    if op.ts is not None and op.end is not None and op.end > op.ts:
-        add(A(name="inclusive_dur", int64_val=_us(op.end) - _us(op.ts)))
-    node = pb.Node(id=it.id, name=op.name, type=node_type, ctrl_deps=it.ctrl, data_deps=data,
-                   start_time_micros=start_us, duration_micros=dur_us, attr=attrs)  # fmt: skip
-    if with_io:
-        if op.io is not None:
-            ins, outs = op.io
-            if ins:
-                node.inputs.values, node.inputs.shapes, node.inputs.types = ins
-            if outs:
-                node.outputs.values, node.outputs.shapes, node.outputs.types = outs
-        else:
-            if op.inputs:
-                _io(node.inputs, op.inputs)
-            if op.outputs:
-                _io(node.outputs, op.outputs)
-    return node
+                    add(enc[extra[k]])
+    ts, end = op.ts, op.end
+    if ts is not None and end is not None and end > ts:
+        add(_INCLUSIVE_DUR[(end + 500) // 1000 - (ts + 500) // 1000])
+    return node_type, b"".join(parts)
 
 
-def ordered(items: list[Item]) -> list[Item]:
+def _comm_attrs(op: Op) -> list[bytes]:
+    """Attributes of a comm node: type or peers, size, process group, dtype, stream."""
+    info = op.comm
+    parts = [_CPU_FALSE]
+    add = parts.append
+    if info.coll in (SEND, RECV):
+        extra = op.extra or {}
+        add(_COMM_SRC[int(extra.get("comm_src", -1))])
+        add(_COMM_DST[int(extra.get("comm_dst", -1))])
+        add(_COMM_TAG[int(info.tag)])
+    else:
+        add(_COMM_TYPE[int(info.coll)])
+    add(_COMM_SIZE[int(info.size)])
+    add(_PG_NAME[info.pg_name])
+    if info.dtype:
+        add(_DTYPE[info.dtype])
+    if op.stream >= 0:
+        add(_STREAM[op.stream])
+    return parts
+
+
+def ordered(items: list[Item], edges_in_order: bool = False) -> list[Item]:
     """Topological order (every dependency before its dependents), earliest start first.
 
-    Sorting by (start, id) is nearly always already topological (dependencies start earlier);
-    that is checked in one pass, and only a violation pays for the general Kahn sort.
+    Sorting by (start, id) is nearly always already topological (dependencies start earlier).
+    `edges_in_order` says the builder saw every edge respect that order (`Builder.edges_in_order`),
+    else it is checked in one pass; only a violation pays for the general Kahn sort.
     """
-    fast = sorted(items, key=lambda it: (it.start if it.start is not None else 0, it.id))
-    pos = {it.id: i for i, it in enumerate(fast)}
-    if all(pos.get(d, -1) < i for i, it in enumerate(fast) for d in (*it.ctrl, *it.data)):
+    if None in map(_START, items):
+        fast = sorted(items, key=lambda it: (it.start if it.start is not None else 0, it.id))
+    else:  # the same order from two stable sorts on plain ints, much cheaper than tuple keys
+        fast = sorted(items, key=_ID)
+        fast.sort(key=_START)
+    if edges_in_order or _is_topological(fast):
         return fast
-    del fast, pos
+    del fast
     by_id = {it.id: i for i, it in enumerate(items)}
     n = len(items)
     indeg = [0] * n
@@ -170,6 +341,27 @@ def ordered(items: list[Item]) -> list[Item]:
     return out
 
 
+_START = attrgetter("start")
+_START_ID = attrgetter("start", "id")
+
+
+def _is_topological(items: list[Item]) -> bool:
+    """Every dependency (present in `items`) comes before its dependent."""
+    get = dict(zip(map(_ID, items), range(len(items)))).get
+    for i, it in enumerate(items):
+        for d in it.ctrl:
+            if get(d, -1) >= i:
+                return False
+        if it.data:
+            for d in it.data:
+                if get(d, -1) >= i:
+                    return False
+    return True
+
+
+_ID = attrgetter("id")
+
+
 class CycleError(Exception):
     def __init__(self, ids: list[int]) -> None:
         super().__init__(f"dependency cycle among nodes {ids}")
@@ -181,4 +373,4 @@ def coll_label(op: Op) -> str:
     return coll if isinstance(coll, str) else CollectiveType(coll).name
 
 
-__all__ = ["make_pb", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]
+__all__ = ["NodeEncoder", "io_field", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]

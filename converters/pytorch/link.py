@@ -10,7 +10,7 @@ GPU activities reach their launching operator through the runtime call with the 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import Counter
+from operator import attrgetter
 from typing import Any, Optional
 
 from .comms import nccl_kernel_coll
@@ -24,19 +24,18 @@ def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[i
         "Record function id" in e.args for e in kf.cpu
     )
     key = "Record function id" if use_rf else "External id"
-    by_key: dict[int, Any] = {}
-    for e in kf.cpu:
-        k = e.args.get(key)
-        if k is not None:
-            by_key[k] = e
+    by_key: dict[Any, Any] = {e.args.get(key): e for e in kf.cpu}  # a later event wins, as in the ET
+    by_key.pop(None, None)
     linked = mismatched = candidates = 0
     ext_to_op: dict[int, Op] = {}
     used = set()
+    get_event = by_key.get
     for op in ops.values():
-        if not op.rf_id:
+        rf_id = op.rf_id
+        if not rf_id:
             continue
         candidates += 1
-        e = by_key.get(op.rf_id)
+        e = get_event(rf_id)
         if e is None:
             continue
         if e.name != op.name:
@@ -47,9 +46,10 @@ def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[i
         op.ts = e.ts
         op.end = e.end
         op.thread = e.tid
-        if "Collective name" in e.args:  # only comm args are read later
-            op.kargs = e.args
-        ext = e.args.get("External id")
+        args = e.args
+        if "Collective name" in args:  # only comm args are read later
+            op.kargs = args
+        ext = args.get("External id")
         if ext is not None:
             ext_to_op[ext] = op
     stats["link_key"] = key
@@ -57,29 +57,31 @@ def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[i
     stats["linked"] = linked
     stats["link_name_mismatch"] = mismatched
     stats["link_rate"] = round(linked / candidates, 4) if candidates else 0.0
-    stats["kineto_cpu_events_unlinked"] = sum(1 for e in kf.cpu if id(e) not in used)
+    stats["kineto_cpu_events_unlinked"] = len(kf.cpu) - len(used)  # `used` holds kf.cpu events only
     _place_unlinked(ops)
     return ext_to_op
 
 
+_TS = attrgetter("ts")
+
+
 def _place_unlinked(ops: dict[int, Op]) -> None:
     """Unlinked ET ops take a zero-length slot right after the previous linked op of their ET thread."""
-    tid_map: dict[int, Counter] = {}
-    for op in ops.values():
-        if op.ts is not None:
-            tid_map.setdefault(op.tid, Counter())[op.thread] += 1
-    by_tid = {tid: c.most_common(1)[0][0] for tid, c in tid_map.items()}
+    if None not in map(_TS, ops.values()):
+        return  # every op is timed: nothing to place
+    linked_tids = {op.tid for op in ops.values() if op.ts is not None}
     last: dict[int, Op] = {}
     pending: dict[int, list[Op]] = {}
     for oid in sorted(ops):
         op = ops[oid]
         if op.ts is not None:
-            for p in pending.pop(op.tid, ()):  # ops before the first linked one on this thread
-                p.ts = p.end = op.ts
-                p.thread = op.thread
+            if pending:
+                for p in pending.pop(op.tid, ()):  # ops before the first linked one on this thread
+                    p.ts = p.end = op.ts
+                    p.thread = op.thread
             last[op.tid] = op
             continue
-        if op.tid not in by_tid:
+        if op.tid not in linked_tids:
             continue  # thread never linked: stays untimed
         prev = last.get(op.tid)
         if prev is None:
@@ -133,7 +135,7 @@ def add_gpu_ops(ops: dict[int, Op], kf: KinetoFile, ext_to_op: dict[int, Op], st
     out = []
     no_launcher = 0
     by_thread: dict[Any, list[Op]] = {}
-    for op in ops.values():
+    for op in ops.values() if kf.gpu else ():  # host ops by thread, to find launchers (none to find on CPU runs)
         if op.ts is not None and op.kind == CPU:
             by_thread.setdefault(op.thread, []).append(op)
     for lst in by_thread.values():

@@ -82,7 +82,7 @@ class Op:
         self.comm: Any = None  # CommInfo for COMM ops
         self.flops = 0
         self.bytes = 0
-        self.io: Optional[tuple] = None  # ((values, shapes, types) JSON text of inputs, same of outputs)
+        self.io: Optional[bytes] = None  # the node's serialised inputs + outputs fields (see emit.io_field)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Op({self.id}, {self.name!r}, kind={self.kind}, ts={self.ts}, end={self.end}, thread={self.thread})"
