@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import typer
-from chakra.converters.nsys.cli import Per
+from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption
 from chakra.converters.nsys.convert import ConvertResult, convert_reports
 from chakra.converters.nsys.cupti_json import load_cupti_records
 
@@ -77,11 +77,9 @@ def add_cli(app: typer.Typer) -> None:
     def convert_cupti(
         inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
-        per: Per = typer.Option(Per.device, "--per", help="One rank per GPU (device) or per process (process)."),
-        gaps: bool = typer.Option(True, "--gaps/--no-gaps", help="Keep the CPU time between API calls as gap nodes."),
-        engine: bool = typer.Option(
-            True, "--copy-engine-order/--no-copy-engine-order", help="Order host<->device copies per copy engine."
-        ),
+        per: Per = PerOption,
+        gaps: bool = GapsOption,
+        engine: bool = EngineOption,
         quiet: bool = QuietOption,
         as_json: bool = JsonOption,
     ) -> None:

@@ -16,16 +16,22 @@ class Per(str, Enum):
     process = "process"
 
 
+# Options shared by `convert nsys` and `convert cupti` (same task graph, same switches).
+PerOption = typer.Option(Per.device, "--per", help="One rank per GPU (device) or per process (process).")
+GapsOption = typer.Option(True, "--gaps/--no-gaps", help="Keep the CPU time between API calls as gap nodes.")
+EngineOption = typer.Option(
+    True, "--copy-engine-order/--no-copy-engine-order", help="Order host<->device copies per copy engine."
+)
+
+
 def add_cli(app: typer.Typer) -> None:
     @app.command("nsys")
     def convert_nsys(
         inputs: list[Path] = typer.Argument(..., help="Nsight Systems SQLite exports (nsys export --type sqlite)."),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
-        per: Per = typer.Option(Per.device, "--per", help="One rank per GPU (device) or per process (process)."),
-        gaps: bool = typer.Option(True, "--gaps/--no-gaps", help="Keep the CPU time between API calls as gap nodes."),
-        engine: bool = typer.Option(
-            True, "--copy-engine-order/--no-copy-engine-order", help="Order host<->device copies per copy engine."
-        ),
+        per: Per = PerOption,
+        gaps: bool = GapsOption,
+        engine: bool = EngineOption,
         quiet: bool = QuietOption,
         as_json: bool = JsonOption,
     ) -> None:
