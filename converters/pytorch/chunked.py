@@ -70,17 +70,33 @@ class Split:
         self._body = memoryview(b"")
 
     def _last(self, text: bytes) -> Iterator[Any]:
-        """The last element, then the tail keys after the array (into `self.tail`)."""
-        last = text.decode("utf-8", errors="strict").lstrip()
-        element, pos = json.JSONDecoder().raw_decode(last)
-        rest = last[pos:].lstrip()
-        if not rest.startswith("]"):
-            raise ValueError("main array does not end after its last element")
-        rest = rest[1:].lstrip()
+        """The elements after the last boundary (usually one; more when the final elements start
+        with another key, as the instant events closing older Kineto traces do), then the tail
+        keys after the array (into `self.tail`)."""
+        last = text.decode("utf-8", errors="strict")
+        decoder = json.JSONDecoder()
+        one = None if self._decode_one is orjson.loads else self._decode_one
+        pos = _skip_ws(last, 0)
+        while True:
+            element, end = decoder.raw_decode(last, pos)
+            yield element if one is None else one(last[pos:end].encode())
+            pos = _skip_ws(last, end)
+            if last.startswith(",", pos):
+                pos = _skip_ws(last, pos + 1)
+                continue
+            if not last.startswith("]", pos):
+                raise ValueError("main array does not end after its last element")
+            break
+        rest = last[pos + 1 :].lstrip()
         if rest.startswith(","):
             rest = "{" + rest[1:]
         self.tail = orjson.loads(rest) if rest.strip() != "}" else {}
-        yield element if self._decode_one is orjson.loads else self._decode_one(last[:pos].encode())
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def split_document(raw: bytes, array_key: bytes, first_key: bytes) -> Optional[Split]:

@@ -11,6 +11,7 @@ so an ET-only NCCL trace keeps all its collectives.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Any, Optional
 
 from chakra.schema import CollectiveType
@@ -18,6 +19,8 @@ from chakra.schema import CollectiveType
 from . import comms
 from .comms import RECV, SEND, CommInfo
 from .ops import COMM, CPU, GPU, Op
+
+_ID = attrgetter("id")
 
 # executor collective -> c10d collectives it can execute
 _COMPATIBLE = {
@@ -61,7 +64,8 @@ class Call:
 def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, Any]) -> list[Op]:
     """Mark comm executors (kind COMM, .comm set); returns the ops merged away (to drop)."""
     # Only NCCL kernels are COMM so far; every other op that matters has a comm name prefix.
-    order = [op for op in map(ops.__getitem__, sorted(ops)) if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)]
+    # (filtered first, then sorted by id: a big trace has ~100k ops and a handful of comm ones)
+    order = sorted((op for op in ops.values() if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)), key=_ID)
     has_kernels = any(op.kind == COMM for op in order)
     calls: dict[int, Call] = {}
     unknown: Counter = Counter()

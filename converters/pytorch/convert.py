@@ -157,7 +157,7 @@ def _convert_rank(
             nodes.extend(map(pb.Node.FromString, batch))
     trace = Trace(metadata=md, nodes=nodes, rank=rank)
     stats["span_us"] = (encoder.t_hi - encoder.t_lo) if encoder.t_lo is not None else 0
-    _summarise(stats, encoder.types, items, dropped, timed)
+    _summarise(stats, encoder.types, list(ops.values()), dropped, timed)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return trace, stats
 
@@ -208,14 +208,15 @@ def _world_from_pgs(pgs: list[dict]) -> int:
     return max(sizes, default=0)
 
 
-_OP = attrgetter("op")
+_KIND = attrgetter("kind")
 
 
-def _summarise(stats: dict, type_counts: Counter, items: list, dropped: Counter, timed: bool) -> None:
+def _summarise(stats: dict, type_counts: Counter, ops: list, dropped: Counter, timed: bool) -> None:
+    """`ops`: every op that became a node (the builder makes one item per op)."""
     by_type = Counter({node_type_name(k): v for k, v in type_counts.items()})
     stats["nodes"] = sum(type_counts.values())
     stats["nodes_by_type"] = dict(sorted(by_type.items()))
-    kinds = Counter(op.kind for op in map(_OP, items) if op is not None)
+    kinds = Counter(map(_KIND, ops))
     stats["cpu_ops"] = kinds[CPU]
     stats["gpu_ops"] = kinds[GPU]
     stats["p2p"] = {
@@ -230,9 +231,8 @@ def _summarise(stats: dict, type_counts: Counter, items: list, dropped: Counter,
         total = sum(stats["unknown"].values())
         stats["warnings"].append(f"{total} comm-like op(s) of unknown kind kept as compute: {sorted(stats['unknown'])}")
     steps = {}
-    for it in items:
-        op = it.op
-        if op is not None and op.name.startswith("ProfilerStep#") and op.kind == CPU and op.end is not None:
+    for op in [op for op in ops if op.name.startswith("ProfilerStep#")]:
+        if op.kind == CPU and op.end is not None:
             steps[op.name] = round((op.end - op.ts) / 1000, 1)
     if steps:
         stats["profiler_steps_us"] = steps

@@ -14,7 +14,9 @@ timing) are chains of their own: a node depends on the previous one on its strea
 the host segment that launched it (data). When it started later than both allow, the delay
 becomes a `queue` node. A host segment that was blocked until an executor finished (a gap or a
 wait/sync op containing the executor's end) depends on it (data) and keeps only the part of
-its time after the wake-up, so a faster network or GPU shortens the step in a simulation.
+its time after the wake-up, which is also its emitted start (`wait_from`), so a faster network
+or GPU shortens the step in a simulation and no edge ever points from a node that ends after
+its dependent starts.
 
 Edge kinds: ctrl_deps = program order within a thread/stream; data_deps = launch, wait/sync,
 cross-thread hand-offs.
@@ -308,9 +310,7 @@ class Builder:
         if seg.end is None or seg.end < e:
             return
         if seg.kind in (GAP, IDLE) or (seg.op is not None and any(w in seg.op.name for w in _WAITLIKE)):
-            self._data(seg, ex)
-            seg.wait_from = max(seg.wait_from or 0, e)
-            self.wait_edges.append((ex, seg))
+            self._blocked(seg, ex)
 
     def _sync(self, ev: Any) -> None:
         """A CUDA sync event: the host segment active when the awaited GPU work ended depends on it."""
@@ -331,14 +331,28 @@ class Builder:
         idx = bisect_left(self.starts[key], t) - 1
         if idx < 0:
             return
+        # The segment active then; if it ended before the GPU work did (the sync event may end up to
+        # 1 µs before it), the thread's next segment is the one that resumed after the wake-up.
+        while idx + 1 < len(chain) and chain[idx].end is not None and chain[idx].end < gpu.end:
+            idx += 1
         seg = chain[idx]
+        if seg.end is None or seg.end < gpu.end:
+            return
         launch = self._launch_item(gpu.op)
         if launch is not None and launch.chain == key and seg.seq <= launch.seq:
             return
-        self._data(seg, gpu)
-        if gpu.end > (seg.start or 0):
-            seg.wait_from = max(seg.wait_from or 0, gpu.end)
-        self.wait_edges.append((gpu, seg))
+        self._blocked(seg, gpu)
+
+    def _blocked(self, seg: Item, dep: Item) -> None:
+        """`seg` (a host segment whose end is at or after `dep`'s) was blocked until `dep` finished.
+
+        It depends on `dep` and keeps only its time after the wake-up: `wait_from` becomes its
+        emitted start, so the edge never points from a node that ends after its dependent starts.
+        """
+        self._data(seg, dep)
+        if dep.end > (seg.start or 0):
+            seg.wait_from = max(seg.wait_from or 0, dep.end)
+        self.wait_edges.append((dep, seg))
 
     def _gpu_by_stream(self) -> dict:
         """stream -> (ends, items) of GPU work sorted by end; key -1 holds every stream."""

@@ -189,13 +189,18 @@ class NodeEncoder:
             # start_time_micros, duration_micros
             start = it.start
             if start is not None:
+                # A segment blocked on a wait keeps only its time after the wake-up (`wait_from`): that
+                # is its start, so start + duration is its end and its wait edge points backwards in time.
+                wait_from = it.wait_from
+                if wait_from and wait_from > start:
+                    start = wait_from
                 start_us = (start + 500) // 1000
                 dur_us = 0
                 end = it.end
                 if end is not None:
-                    wait_from = it.wait_from
-                    eff = wait_from if wait_from and wait_from > start else start
-                    dur_us = max(0, (end + 500) // 1000 - (eff + 500) // 1000)
+                    dur_us = (end + 500) // 1000 - start_us
+                    if dur_us < 0:
+                        dur_us = 0
                 if start_us:
                     # Timestamps are big (~2**50 µs): low 14 bits by table, the slowly changing rest cached.
                     if start_us >= 16384:

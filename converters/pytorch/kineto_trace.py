@@ -8,6 +8,7 @@ are only used as thread keys.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -70,8 +71,18 @@ def load_kineto(name: str, raw: bytes) -> KinetoFile:
     split = split_document(raw, b"traceEvents", b"ph")
     if split is not None:
         split.decode_with(_DECODE_EVENTS, _DECODE_EVENT)
+        header = split.header
+        if "baseTimeNanoseconds" not in header:
+            # Older traces write it after the events, but every event's time needs it: peek at the
+            # end of the document now, and check it against the parsed tail afterwards.
+            m = _BASE_AT_END.search(raw, max(0, len(raw) - 4096))
+            if m is not None:
+                header = {**header, "baseTimeNanoseconds": int(m.group(1))}
         try:
-            kf = _build_records(name, split.header, split, len(raw))
+            kf = _build_records(name, header, split, len(raw))
+            whole = {**split.header, **split.tail}
+            if whole.get("baseTimeNanoseconds") != header.get("baseTimeNanoseconds"):
+                raise ValueError("baseTimeNanoseconds guessed wrong")
             _set_distributed(kf, split.tail)
             return kf
         except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError):
@@ -83,6 +94,9 @@ def load_kineto(name: str, raw: bytes) -> KinetoFile:
     kf = _build(name, doc, _drain(events), len(raw))
     kf.repaired = repaired
     return kf
+
+
+_BASE_AT_END = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)\s*[,}]')
 
 
 def _set_distributed(kf: KinetoFile, doc: dict) -> None:
@@ -148,10 +162,11 @@ _KArgs = msgspec.defstruct(
     "_KArgs",
     [(f"arg{i}", Any, msgspec.field(name=key, default=msgspec.UNSET)) for i, key in enumerate(sorted(KEEP_ARGS))]
     + [("thread_name", Any, msgspec.field(name="name", default=msgspec.UNSET))],
+    gc=False,
 )
 
 
-class _KRecord(msgspec.Struct):
+class _KRecord(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = ""

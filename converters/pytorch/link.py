@@ -19,7 +19,7 @@ from .ops import COMM, CPU, GPU, Op
 
 
 def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[int, Op]:
-    """Give linked ET ops their Kineto times/thread/args; return External id -> op."""
+    """Give linked ET ops their Kineto times/thread/args; return External id -> op (for GPU launchers)."""
     use_rf = any("Record function id" in e.args for e in kf.cpu[:2000]) or any(
         "Record function id" in e.args for e in kf.cpu
     )
@@ -30,6 +30,7 @@ def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[i
     ext_to_op: dict[int, Op] = {}
     used = set()
     get_event = by_key.get
+    gpu = bool(kf.gpu)  # External id -> op only finds GPU launchers: not needed without GPU events
     for op in ops.values():
         rf_id = op.rf_id
         if not rf_id:
@@ -49,9 +50,10 @@ def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[i
         args = e.args
         if "Collective name" in args:  # only comm args are read later
             op.kargs = args
-        ext = args.get("External id")
-        if ext is not None:
-            ext_to_op[ext] = op
+        if gpu:
+            ext = args.get("External id")
+            if ext is not None:
+                ext_to_op[ext] = op
     stats["link_key"] = key
     stats["et_ops_with_rf_id"] = candidates
     stats["linked"] = linked
