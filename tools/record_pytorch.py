@@ -6,14 +6,18 @@ Each run trains one small model for a few steps and writes, under ``OUT/<run>/``
   et.<rank>.json       ExecutionTraceObserver output of the traced steps
   kineto.<rank>.json   Kineto (torch.profiler) trace of the same steps, linked by rf_id
   timing.json          wall-clock time of every *untraced* step on every rank (seconds), the
-                       per-step maximum over ranks, and its median / quartiles
+                       per-step maximum over ranks, and its median / quartiles; CPU time of the
+                       training thread and of the whole process; the load, and the CPU other
+                       processes used meanwhile (``foreign_cpu_frac``, from /proc/stat)
 
 Step times are measured without the profiler, because the profiler itself slows every operator
 down; the traced steps come afterwards and are only used as the input of predictions.
 
-The all-reduce microbenchmark (``allreduce``) times gloo ``all_reduce`` over a range of sizes,
-fits ``t = alpha + beta * bytes`` by least squares and writes a network config in the ASTRA-sim
-YAML form ``chakra simulate`` reads (``network.<N>.yml``: a Ring of N NPUs whose ring all-reduce
+The all-reduce microbenchmark (``allreduce``) times gloo ``all_reduce`` over a range of sizes
+(per call behind a barrier: median, mean, every sample and the process CPU time; and back to back
+over the same number of calls, ``loop_mean_s_by_bytes``, which ``predict`` calibrates on), fits
+``t = alpha + beta * bytes`` by least squares and writes a network config in the ASTRA-sim YAML
+form ``chakra simulate`` reads (``network.<N>.yml``: a Ring of N NPUs whose ring all-reduce
 time 2(N-1)*latency + 2(N-1)/N*bytes/bandwidth equals the fit), plus ``allreduce.<N>.json``.
 
 Usage (torch is an optional extra: ``pip install torch``)::
@@ -21,7 +25,11 @@ Usage (torch is an optional extra: ``pip install torch``)::
     python tools/record_pytorch.py --out /tmp/runs run --world 1 --optim adam
     python tools/record_pytorch.py --out /tmp/runs run --world 2 --optim adam
     python tools/record_pytorch.py --out /tmp/runs allreduce --world 4
-    python tools/record_pytorch.py --out /tmp/runs all        # the whole validation set
+    python tools/record_pytorch.py --out /tmp/runs all --rounds 5   # the whole validation set
+    python tools/record_pytorch.py --out /tmp/runs predict           # chakra's predictions
+
+``all`` waits before each round for a 1-minute load below ``--max-load``; ``predict`` leaves out
+comparisons whose runs had other processes using more than 10% of the cores (``MAX_FOREIGN``).
 
 Traces are large and machine specific: keep them out of git (write under /tmp or bench/out).
 """
@@ -85,6 +93,17 @@ def _summary(values: list[float]) -> dict[str, float]:
 # ----------------------------------------------------------------------------- training runs
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (/proc/stat; 0 where it does not exist)."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def _train_worker(rank: int, world: int, port: int, opts: dict, queue: Any) -> None:
     try:
         torch.set_num_threads(1)
@@ -113,14 +132,22 @@ def _train_worker(rank: int, world: int, port: int, opts: dict, queue: Any) -> N
 
         for _ in range(opts["warmup"]):
             step()
-        times, opt_times, cpu_times, opt_cpu_times = [], [], [], []
+        times, opt_times, cpu_times, opt_cpu_times, proc_times = [], [], [], [], []
+        busy0, loop_cpu0, loop_t0 = _machine_busy_s(), time.process_time(), time.perf_counter()
         for _ in range(opts["steps"]):
-            t0, c0 = time.perf_counter(), time.thread_time()
+            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
             ow, oc = step()
             times.append(time.perf_counter() - t0)
             cpu_times.append(time.thread_time() - c0)
+            # CPU time of the whole process: the training thread plus gloo's and autograd's threads.
+            proc_times.append(time.process_time() - p0)
             opt_times.append(ow)
             opt_cpu_times.append(oc)
+        loop = {
+            "machine_busy_s": _machine_busy_s() - busy0,
+            "process_cpu_s": time.process_time() - loop_cpu0,
+            "wall_s": time.perf_counter() - loop_t0,
+        }
         if world > 1:
             dist.barrier()
         out_dir = opts["out_dir"]
@@ -142,7 +169,19 @@ def _train_worker(rank: int, world: int, port: int, opts: dict, queue: Any) -> N
         if world > 1:
             dist.barrier()
             dist.destroy_process_group()
-        queue.put((rank, {"wall": times, "opt_wall": opt_times, "cpu": cpu_times, "opt_cpu": opt_cpu_times}))
+        queue.put(
+            (
+                rank,
+                {
+                    "wall": times,
+                    "opt_wall": opt_times,
+                    "cpu": cpu_times,
+                    "opt_cpu": opt_cpu_times,
+                    "proc": proc_times,
+                    "loop": loop,
+                },
+            )
+        )
     except Exception:
         queue.put((rank, traceback.format_exc()))
         raise
@@ -159,6 +198,7 @@ def run_training(out_root: str, world: int, optim: str, steps: int, trace_steps:
         "trace_steps": trace_steps,
         "bucket_mb": bucket_mb,
         "out_dir": out_dir,
+        "load_at_start": os.getloadavg(),
     }
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
@@ -190,6 +230,17 @@ def run_training(out_root: str, world: int, optim: str, steps: int, trace_steps:
         # the shared machine, so it shows the work itself; wall time shows what a user waits.
         "step_cpu_s": _summary(got_by_rank[0]["cpu"]),
         "optimizer_step_cpu_s": _summary(got_by_rank[0]["opt_cpu"]),
+        "step_process_cpu_s": _summary(got_by_rank[0]["proc"]),
+        "per_rank_step_cpu_s": {str(r): _summary(g["cpu"])["median"] for r, g in sorted(got_by_rank.items())},
+        "per_rank_step_process_cpu_s": {str(r): _summary(g["proc"])["median"] for r, g in sorted(got_by_rank.items())},
+        "load_avg_at_start": opts["load_at_start"],
+        # CPU used by other processes while the timed steps ran: the machine's busy time minus our
+        # ranks' process CPU time, as a fraction of the cores (rank windows differ by a barrier).
+        "foreign_cpu_frac": max(
+            0.0,
+            got_by_rank[0]["loop"]["machine_busy_s"] - sum(g["loop"]["process_cpu_s"] for g in got_by_rank.values()),
+        )
+        / ((os.cpu_count() or 1) * got_by_rank[0]["loop"]["wall_s"]),
         "per_rank_step_s": {str(r): v for r, v in sorted(per_rank.items())},
         "wall_s": round(time.time() - t0, 2),
     }
@@ -213,13 +264,24 @@ def _allreduce_worker(rank: int, world: int, port: int, reps: int, queue: Any) -
             t = torch.ones(size // 4)
             for _ in range(3):
                 dist.all_reduce(t)
-            samples = []
+            samples, cpu = [], []
             for _ in range(reps):
                 dist.barrier()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 dist.all_reduce(t)
                 samples.append(time.perf_counter() - t0)
+                # CPU time of the process (gloo's worker thread included): is the all-reduce CPU-bound?
+                cpu.append(time.process_time() - c0)
             result[size] = samples
+            result[-size] = cpu
+            # Back to back, as DDP issues its buckets (and as nccl-tests times): one barrier, then
+            # `reps` all-reduces timed as a whole. The per-call timing above also pays the skew of
+            # the ranks leaving the barrier (each waits to be woken up), which DDP does not.
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                dist.all_reduce(t)
+            result[size + 1] = [(time.perf_counter() - t0) / reps]
         dist.barrier()
         dist.destroy_process_group()
         queue.put((rank, result))
@@ -252,8 +314,21 @@ def ring_network(world: int, alpha_s: float, beta_s_per_byte: float) -> tuple[fl
     return bandwidth, latency_ns
 
 
+def wait_quiet(max_load: float, timeout_s: float = 600.0) -> tuple[float, float, float]:
+    """Wait until the 1-minute load average is below `max_load` (or `timeout_s` passed).
+
+    On a shared machine other processes' CPU use changes every wall-clock measurement; starting
+    each round on a quiet machine keeps that noise out (the load is recorded with every run).
+    """
+    t0 = time.time()
+    while os.getloadavg()[0] >= max_load and time.time() - t0 < timeout_s:
+        time.sleep(5)
+    return os.getloadavg()
+
+
 def run_allreduce(out_root: str, world: int, reps: int) -> dict:
     os.makedirs(out_root, exist_ok=True)
+    load_start = os.getloadavg()
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     mp.start_processes(_allreduce_worker, args=(world, _free_port(), reps, queue), nprocs=world, join=True)
@@ -264,16 +339,32 @@ def run_allreduce(out_root: str, world: int, reps: int) -> dict:
             raise RuntimeError(f"rank {rank} failed:\n{got}")
         per_rank[rank] = got
     medians = {}
+    cpu_medians = {}
+    means = {}
+    loop_means = {}
+    samples = {}
     for size in SIZES:
-        medians[size] = statistics.median(max(per_rank[r][size][i] for r in per_rank) for i in range(reps))
+        samples[size] = [max(per_rank[r][size][i] for r in per_rank) for i in range(reps)]
+        medians[size] = statistics.median(samples[size])
+        means[size] = statistics.fmean(samples[size])
+        loop_means[size] = max(per_rank[r][size + 1][0] for r in per_rank)
+        cpu_medians[size] = statistics.median(statistics.median(per_rank[r][-size]) for r in per_rank)
     alpha, beta = fit_line([float(s) for s in SIZES], [medians[s] for s in SIZES])
     bw, lat = ring_network(world, alpha, beta)
     result = {
         "world_size": world,
         "reps": reps,
         "median_s_by_bytes": {str(s): medians[s] for s in SIZES},
+        "median_process_cpu_s_by_bytes": {str(s): cpu_medians[s] for s in SIZES},
+        # The per-call time is bimodal on a 2-core VM (a woken gloo thread sometimes waits for the
+        # next scheduler tick, 4 ms at HZ=250), so the median flips between modes from run to run;
+        # the mean is what a step of several all-reduces pays on average.
+        "mean_s_by_bytes": {str(s): means[s] for s in SIZES},
+        "loop_mean_s_by_bytes": {str(s): loop_means[s] for s in SIZES},
+        "samples_s_by_bytes": {str(s): samples[s] for s in SIZES},
         "fit": {"alpha_s": alpha, "beta_s_per_byte": beta},
         "ring": {"bandwidth_GBps": bw, "latency_ns": lat},
+        "load_avg_at_start": load_start,
         "load_avg_at_end": os.getloadavg(),
     }
     with open(os.path.join(out_root, f"allreduce.{world}.json"), "w") as fh:
@@ -347,6 +438,8 @@ def predict_round(round_dir: str, cores: int) -> dict:
         return read_traces([prefix])
 
     out: dict = {"round": os.path.basename(round_dir), "cores": cores}
+    runs = ("adam_w1", "adam_w2", "adam_w4", "adam-foreach_w1", "adam-fused_w1")
+    out["foreign"] = {run: timing(run).get("foreign_cpu_frac", 0.0) for run in runs}
     base = convert("adam_w1")
     steps = count_steps(base)
     sim1 = simulate(base).finish_ns / steps / 1e9
@@ -360,7 +453,9 @@ def predict_round(round_dir: str, cores: int) -> dict:
     for n in (2, 4):
         with open(os.path.join(round_dir, f"allreduce.{n}.json")) as fh:
             ar = json.load(fh)
-        sizes = {int(k): v for k, v in ar["median_s_by_bytes"].items() if (1 << 16) <= int(k) <= (1 << 20)}
+        # Back-to-back mean (DDP's pattern); older recordings: per-call mean, or medians only.
+        stat = ar.get("loop_mean_s_by_bytes", ar.get("mean_s_by_bytes", ar["median_s_by_bytes"]))
+        sizes = {int(k): v for k, v in stat.items() if (1 << 16) <= int(k) <= (1 << 20)}
         net, rep = calibrate_network(sizes, n)
         dp = data_parallel(scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0)
         pred = simulate(dp.traces, net).finish_ns / steps / 1e9
@@ -380,6 +475,35 @@ def predict_round(round_dir: str, cores: int) -> dict:
         dp_both = scale_compute(dp.traces, factor=1.0 / share_c) if share_c > 1 else dp
         pred_both = simulate(dp_both.traces, net.scaled(bandwidth=1 / share_m, latency=share_m)).finish_ns
         pred_both = pred_both / steps / 1e9
+        # Shared cores (chakra.sim.recipes.share_cores): N ranks x (compute + gloo thread) on `cores`
+        # cores; compute x max(1, N/cores), collectives serialized with compute. Then with DDP's
+        # own CPU work (division by N, gradient <-> bucket copies) costed from the trace.
+        dps = data_parallel(scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0, cores=cores)
+        pred_cores = simulate(dps.traces, net).finish_ns / steps / 1e9
+        dpsc = data_parallel(scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0, cores=cores, bucket_copies=True)
+        pred_cores_copies = simulate(dpsc.traces, net).finish_ns / steps / 1e9
+        # The other bound: compute x N/cores but collectives overlapping it, on gloo's two worker
+        # threads per process (ProcessGroupGloo's default `threads=2`: two buckets in flight).
+        dpo = data_parallel(
+            scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0, cores=cores, bucket_copies=True, serialize_comm=False
+        )
+        pred_overlap = simulate(dpo.traces, net).finish_ns / steps / 1e9
+        pred_overlap2 = simulate(dpo.traces, net, slots={"comm": 2}).finish_ns / steps / 1e9
+        # Between the two: the CPU-busy fraction of the all-reduce (microbenchmark CPU time per rank
+        # c against its wall time w: f = c * max(1, N/cores) / w) competes with compute.
+        cpu_stat = ar.get("median_process_cpu_s_by_bytes", {})
+        fracs = [min(1.0, cpu_stat[str(b)] * max(1.0, n / cores) / w) for b, w in sizes.items() if str(b) in cpu_stat]
+        frac = statistics.median(fracs) if fracs else None
+        pred_frac = pred_frac2 = float("nan")
+        frac_notes: list = []
+        if frac is not None:
+            dpf = data_parallel(
+                scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0, cores=cores, bucket_copies=True,
+                comm_cpu_fraction=frac, network=net,
+            )  # fmt: skip
+            pred_frac = simulate(dpf.traces, net).finish_ns / steps / 1e9
+            pred_frac2 = simulate(dpf.traces, net, slots={"comm": 2}).finish_ns / steps / 1e9
+            frac_notes = dpf.notes
         raw = simulate(data_parallel(base, ranks=n, bucket_mb=0.5).traces, net).finish_ns / steps / 1e9
         tn = timing(f"adam_w{n}")
         out[f"w{n}"] = {
@@ -390,6 +514,17 @@ def predict_round(round_dir: str, cores: int) -> dict:
             "predicted_shared_s": pred_shared,
             "predicted_shared_comm_s": pred_both,
             "predicted_shared_copies_s": pred_copies,
+            "predicted_cores_s": pred_cores,
+            "predicted_cores_copies_s": pred_cores_copies,
+            "predicted_overlap_s": pred_overlap,
+            "predicted_overlap_2threads_s": pred_overlap2,
+            "comm_cpu_fraction": frac,
+            "predicted_comm_cpu_s": pred_frac,
+            "predicted_comm_cpu_2threads_s": pred_frac2,
+            "comm_cpu_notes": frac_notes,
+            "cores_notes": dpsc.notes,
+            "measured_cpu_s": tn["step_cpu_s"]["median"],
+            "measured_process_cpu_s": tn.get("step_process_cpu_s", {}).get("median", float("nan")),
             "copies_notes": dpc.notes,
             "background_threads": bg,
             "sharing_slowdown": share,
@@ -430,77 +565,70 @@ def predict_round(round_dir: str, cores: int) -> dict:
     return out
 
 
-def markdown_table(results: list[dict]) -> str:
-    """Predicted vs measured per round, and the median over rounds, as a markdown table (ms)."""
-    rows: list[tuple[str, str, list[tuple[float, float]]]] = []
+#: A run during which other processes used more than this fraction of the cores is not compared:
+#: its times measure the other process as much as ours (decided on the load, not on the error).
+MAX_FOREIGN = 0.10
 
-    def add(label: str, what: str, pairs: list[tuple[float, float]]) -> None:
-        rows.append((label, what, pairs))
 
-    add("DDP 2 ranks", "step, wall (calibrated compute + calibrated gloo ring)",
-        [(r["w2"]["predicted_s"], r["w2"]["measured_s"]) for r in results])  # fmt: skip
-    add(
-        "DDP 2 ranks",
-        "... + processor sharing",
-        [(r["w2"]["predicted_shared_s"], r["w2"]["measured_s"]) for r in results],
-    )
-    add(
-        "DDP 2 ranks",
-        "... + processor sharing + DDP bucket copies",
-        [(r["w2"]["predicted_shared_copies_s"], r["w2"]["measured_s"]) for r in results],
-    )
-    add(
-        "DDP 2 ranks",
-        "... + sharing with gloo threads (bound)",
-        [(r["w2"]["predicted_shared_comm_s"], r["w2"]["measured_s"]) for r in results],
-    )
-    add("DDP 4 ranks", "step, wall (calibrated compute + calibrated gloo ring)",
-        [(r["w4"]["predicted_s"], r["w4"]["measured_s"]) for r in results])  # fmt: skip
-    add(
-        "DDP 4 ranks",
-        "... + processor sharing",
-        [(r["w4"]["predicted_shared_s"], r["w4"]["measured_s"]) for r in results],
-    )
-    add(
-        "DDP 4 ranks",
-        "... + processor sharing + DDP bucket copies",
-        [(r["w4"]["predicted_shared_copies_s"], r["w4"]["measured_s"]) for r in results],
-    )
-    add(
-        "DDP 4 ranks",
-        "... + sharing with gloo threads (bound)",
-        [(r["w4"]["predicted_shared_comm_s"], r["w4"]["measured_s"]) for r in results],
-    )
+def markdown_table(results: list[dict], max_foreign: float = MAX_FOREIGN) -> str:
+    """Predicted vs measured per round, and the median over rounds, as a markdown table (ms).
+
+    A round's pair is left out of a row when one of the runs it compares (the one-rank plain run
+    and the predicted configuration) had other processes using more than `max_foreign` of the
+    cores; the row says how many rounds it kept.
+    """
+    rows: list[tuple[str, str, list[tuple[str, float, float]]]] = []
+
+    def clean(r: dict, run: str) -> bool:
+        foreign = r.get("foreign", {})
+        return all(foreign.get(x, 0.0) <= max_foreign for x in ("adam_w1", run))
+
+    def add(label: str, what: str, run: str, pick: Any) -> None:
+        rows.append((label, what, [(r["round"], *pick(r)) for r in results if clean(r, run)]))
+
+    ddp_rows = [
+        ("predicted_s", "step, wall (calibrated compute + calibrated gloo ring, dedicated cores)"),
+        ("predicted_shared_s", "... + processor sharing with background load"),
+        ("predicted_shared_copies_s", "... + processor sharing + DDP bucket copies"),
+        ("predicted_shared_comm_s", "... + sharing with gloo threads (bound)"),
+        ("predicted_cores_s", "shared cores (`cores=2`: compute x N/2, collectives serialized)"),
+        ("predicted_cores_copies_s", "**shared cores + DDP CPU work (mul, bucket copies)**"),
+        ("predicted_overlap_s", "compute x N/2 + DDP CPU work, collectives overlapped (1 gloo thread)"),
+        ("predicted_overlap_2threads_s", "... with gloo's 2 worker threads (2 collectives in flight)"),
+        ("predicted_comm_cpu_s", "compute x N/2 + DDP CPU work + measured CPU share of collectives"),
+        ("predicted_comm_cpu_2threads_s", "... with gloo's 2 worker threads"),
+    ]
+    for n in (2, 4):
+        for key, what in ddp_rows:
+            add(f"DDP {n} ranks", what, f"adam_w{n}", lambda r, k=key, w=f"w{n}": (r[w][k], r[w]["measured_s"]))
     for cost in ("sum", "bytes"):
-        f = [r["fused"][cost] for r in results]
-        add(
-            f"fused Adam ({cost})",
-            "step, wall",
-            [(x["predicted_s"], r["fused"]["measured_s"]) for x, r in zip(f, results)],
-        )
-        add(f"fused Adam ({cost})", "step, CPU time",
-            [(x["predicted_cpu_s"], r["fused"]["measured_cpu_s"]) for x, r in zip(f, results)])  # fmt: skip
-        add(f"fused Adam ({cost})", "optimizer.step, CPU time",
-            [(x["predicted_opt_cpu_s"], r["fused"]["measured_opt_cpu_s"]) for x, r in zip(f, results)])  # fmt: skip
-    add(
-        "foreach Adam (= plain)",
-        "step, wall",
-        [(r["foreach"]["predicted_s"], r["foreach"]["measured_s"]) for r in results],
-    )
-    add("foreach Adam (= plain)", "step, CPU time",
-        [(r["foreach"]["predicted_cpu_s"], r["foreach"]["measured_cpu_s"]) for r in results])  # fmt: skip
+        label = f"fused Adam ({cost})"
+        add(label, "step, wall", "adam-fused_w1",
+            lambda r, c=cost: (r["fused"][c]["predicted_s"], r["fused"]["measured_s"]))  # fmt: skip
+        add(label, "step, CPU time", "adam-fused_w1",
+            lambda r, c=cost: (r["fused"][c]["predicted_cpu_s"], r["fused"]["measured_cpu_s"]))  # fmt: skip
+        add(label, "optimizer.step, CPU time", "adam-fused_w1",
+            lambda r, c=cost: (r["fused"][c]["predicted_opt_cpu_s"], r["fused"]["measured_opt_cpu_s"]))  # fmt: skip
+    add("foreach Adam (= plain)", "step, wall", "adam-foreach_w1",
+        lambda r: (r["foreach"]["predicted_s"], r["foreach"]["measured_s"]))  # fmt: skip
+    add("foreach Adam (= plain)", "step, CPU time", "adam-foreach_w1",
+        lambda r: (r["foreach"]["predicted_cpu_s"], r["foreach"]["measured_cpu_s"]))  # fmt: skip
     head = (
-        "| what-if | measure | predicted (median) | measured (median) | error per round | median error |\n"
-        "|---|---|---|---|---|---|\n"
+        "| what-if | measure | predicted (median) | measured (median) | error per round | rounds | median error |\n"
+        "|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for label, what, pairs in rows:
-        errs = [100.0 * (p - m) / m for p, m in pairs if m == m and m > 0]
+        if not pairs:
+            lines.append(f"| {label} | {what} | - | - | - | 0 | - |")
+            continue
+        errs = [100.0 * (p - m) / m for _, p, m in pairs if m == m and m > 0]
         per_round = ", ".join(f"{e:+.0f}%" for e in errs)
-        med_p = statistics.median(p for p, _ in pairs) * 1e3
-        med_m = statistics.median(m for _, m in pairs) * 1e3
+        used = " ".join(name.replace("round", "") for name, _, _ in pairs)
+        med_p = statistics.median(p for _, p, _ in pairs) * 1e3
+        med_m = statistics.median(m for _, _, m in pairs) * 1e3
         med = statistics.median(errs) if errs else float("nan")
-        lines.append(f"| {label} | {what} | {med_p:.2f} ms | {med_m:.2f} ms | {per_round} | {med:+.1f}% |")
+        lines.append(f"| {label} | {what} | {med_p:.2f} ms | {med_m:.2f} ms | {per_round} | {used} | {med:+.1f}% |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -525,9 +653,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     r.add_argument("--bucket-mb", type=float, default=0.5, help="DDP bucket_cap_mb")
     a = sub.add_parser("allreduce", help="gloo all_reduce microbenchmark -> network.<N>.yml")
     a.add_argument("--world", type=int, default=2)
-    a.add_argument("--reps", type=int, default=15)
+    a.add_argument("--reps", type=int, default=40)
     al = sub.add_parser("all", help="the whole validation set, in interleaved rounds (OUT/round<k>/...)")
     al.add_argument("--rounds", type=int, default=3)
+    al.add_argument("--first-round", type=int, default=0, help="number of the first round (to add rounds)")
+    al.add_argument("--reps", type=int, default=40, help="all-reduce repetitions per size")
+    al.add_argument("--max-load", type=float, default=1.0, help="wait for a 1-minute load below this per round")
     sub.add_parser("predict", help="chakra predictions for every OUT/round<k> (needs the chakra package)")
     args = ap.parse_args(argv)
     if args.cmd == "run":
@@ -544,10 +675,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(table)
     else:
         # Interleave configurations round by round so slow phases of the shared machine hit all of them.
-        for k in range(args.rounds):
+        for k in range(args.first_round, args.first_round + args.rounds):
+            load = wait_quiet(args.max_load)
+            print(f"round {k}: load {load[0]:.2f}", flush=True)
             out = os.path.join(args.out, f"round{k}")
             for world in (2, 4):
-                res = run_allreduce(out, world, 15)
+                res = run_allreduce(out, world, args.reps)
                 print(f"round {k} allreduce w{world}: {res['fit']}")
             for world, optim in [(1, "adam"), (2, "adam"), (4, "adam"), (1, "adam-foreach"), (1, "adam-fused")]:
                 t = run_training(out, world, optim, 40, 3, 0.5)

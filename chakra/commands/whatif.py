@@ -43,6 +43,17 @@ def whatif_cmd(
     bucket_copies: bool = typer.Option(
         False, "--bucket-copies", help="data-parallel: add DDP's gradient<->bucket copies (cost fitted on aten::copy_)."
     ),
+    cores: Optional[int] = typer.Option(
+        None, "--cores", help="data-parallel: the ranks share this many CPU cores (one host, CPU backend such as gloo)."
+    ),
+    serialize_comm: bool = typer.Option(
+        True,
+        "--serialize-comm/--overlap-comm",
+        help="data-parallel with --cores: collectives compete with compute (upper bound) or overlap it (lower bound).",
+    ),
+    comm_cpu_fraction: Optional[float] = typer.Option(
+        None, "--comm-cpu-fraction", help="data-parallel with --cores: share of each collective that is CPU work."
+    ),
     pattern: str = typer.Option(r"Optimizer\.step", "--pattern", help="fused-optimizer: optimizer-step regions."),
     cost: str = typer.Option(
         "sum", "--cost", help="fused-optimizer on CPU: sum (of compute ops) | bytes (fit c0 + c1*bytes, drop c0)."
@@ -83,13 +94,16 @@ def whatif_cmd(
             "sync_pattern": sync_pattern,
             "launch_us": launch_us,
             "bucket_copies": bucket_copies,
+            "cores": cores,
+            "serialize_comm": serialize_comm,
+            "comm_cpu_fraction": comm_cpu_fraction,
             "pattern": pattern,
             "cost": cost,
             "on": on,
             "compute_speedup": compute_speedup,
             "memory_speedup": memory_speedup,
             "ridge": ridge,
-            "network": network if recipe == "network-bandwidth" else None,
+            "network": network if recipe == "network-bandwidth" or comm_cpu_fraction is not None else None,
         }
         result = apply_recipe(recipe, base, **opts)
         for note in result.notes:

@@ -16,6 +16,8 @@ modelling follows Daydream §5:
 - `data-parallel N`: from a one-rank trace, gradients (AccumulateGrad nodes) are grouped into
   DDP buckets in the order they become ready, one ALL_REDUCE per bucket is inserted after the
   bucket's last gradient, the optimizer step waits for them, and the rank is copied N times;
+  with `cores=C` the ranks share C CPU cores (`share_cores`: compute x N/C, collectives
+  serialized with compute, or only their measured CPU share);
 - `drop-comm`: communication removed, dependencies bridged (the ideal-network bound).
 """
 
@@ -358,6 +360,10 @@ def data_parallel(
     launch_us: float = 0.0,
     bucket_copies: bool = False,
     copy_pattern: str = r"^aten::copy_$",
+    cores: Optional[int] = None,
+    serialize_comm: bool = True,
+    comm_cpu_fraction: Optional[float] = None,
+    network: Any = None,
 ) -> WhatIf:
     """Scale a one-rank trace to `ranks` data-parallel ranks, as PyTorch DDP does.
 
@@ -373,7 +379,13 @@ def data_parallel(
     all-reduce. Their cost comes from the trace itself (Daydream: inserted CPU tasks take their
     durations from collected traces): a least-squares fit duration = c0 + c1*tensor_size over
     the operators matching `copy_pattern`, where a copy of B bytes has tensor_size 3B (two
-    inputs and the output, as the converter counts it).
+    inputs and the output, as the converter counts it). With more than one rank DDP also divides
+    each gradient by the world size on its way into the bucket (an `aten::mul` the same size as
+    the copy), so the copy into the bucket costs two such passes.
+
+    `cores` models ranks that share `cores` CPU cores (all ranks on one host, a CPU backend such
+    as gloo): see `share_cores` (with `serialize_comm`, `comm_cpu_fraction`, `network`), applied
+    to the result.
     """
     if len(traces) != 1:
         raise InputError(f"data-parallel starts from a one-rank trace, got {len(traces)} ranks")
@@ -416,8 +428,9 @@ def data_parallel(
     for grads, sync in segments:
         sizes = [grad_bytes(n) for n in grads]
         if bucket_copies:
+            passes = 2 if ranks > 1 else 1  # mul by 1/world_size into the bucket, as DDP does
             for n, size in zip(grads, sizes):
-                d = copy_us(size)
+                d = passes * copy_us(size)
                 c = g.insert(
                     "ddp: copy grad to bucket", after=[n.id], splice=True, duration_us=d, attrs={"is_cpu_op": True}
                 )
@@ -461,6 +474,16 @@ def data_parallel(
                 copy_total += round(d)
             n_coll += 1
             total_bytes += nbytes
+    share_note = None
+    if cores:
+        share_note = share_cores(
+            [g],
+            ranks=ranks,
+            cores=cores,
+            serialize_comm=serialize_comm,
+            comm_cpu_fraction=comm_cpu_fraction,
+            network=network,
+        )
     base = g.to_trace()
     out = []
     for r in range(ranks):
@@ -473,10 +496,133 @@ def data_parallel(
     ]
     if bucket_copies:
         notes.append(f"bucket copies: {copy_total:,.0f} µs of CPU tasks ({c0:.3g} µs + {c1 * 1e6:.4g} µs/MB)")
+    if share_note:
+        notes.append(share_note)
     return WhatIf("data-parallel", out, notes=notes, changed={"inserted": g.log.inserted})
 
 
+def share_cores(
+    gs: Sequence[Graph],
+    *,
+    ranks: int,
+    cores: int,
+    serialize_comm: bool = True,
+    comm_cpu_fraction: Optional[float] = None,
+    network: Any = None,
+) -> str:
+    """Model `ranks` data-parallel ranks that share `cores` CPU cores (edits `gs` in place).
+
+    Each rank runs two threads: its compute thread and the thread that executes its collectives
+    (gloo does the reduction, copies and socket calls on the CPU). Under work-conserving processor
+    sharing with symmetric ranks, as soon as `ranks >= cores` some thread of every rank is always
+    runnable, so every rank gets exactly `cores/ranks` of the cores whenever it has work, and its
+    two threads split that share. Two consequences, both derived rather than fitted:
+
+    - compute runs `ranks/cores` times slower than in the one-rank recording (which had a core
+      to itself): CPU task durations are multiplied by max(1, ranks/cores);
+    - overlapping a collective with compute saves nothing, because the cores are saturated
+      either way: each collective is spliced into the CPU chain (the CPU work after its issuing
+      task waits for it). Its duration stays the network model's, calibrated on an all-reduce
+      microbenchmark run with the same number of ranks on the same cores, which already
+      includes that share.
+
+    With `2*ranks <= cores` every thread has a core and nothing changes. In between
+    (cores/2 < ranks < cores) the threads only partly compete; the serialized model is then an
+    upper bound, which the returned note says.
+
+    `serialize_comm=False` keeps only the compute slowdown and lets collectives overlap compute:
+    the bound for collectives whose time is mostly waiting (for the peer, or for the scheduler)
+    rather than CPU work.
+
+    `comm_cpu_fraction=f` (with the `network` the collectives will run on) sits between the two:
+    only the CPU-busy part of a collective competes with compute. Each collective keeps its
+    own resource (overlapping), and a CPU task of f x (its simulated time on `network`) is
+    spliced into the CPU chain after its issuing task. f comes from the microbenchmark: the
+    all-reduce's CPU time per rank c and wall time w give f = min(1, c * max(1, ranks/cores) / w)
+    (c CPU-seconds take c*ranks/cores of wall time on the rank's share of the cores).
+    """
+    if cores < 1:
+        raise InputError(f"--cores must be >= 1, got {cores}")
+    if 2 * ranks <= cores:
+        return f"{ranks} ranks x 2 threads fit on {cores} cores: no CPU sharing"
+    slow = max(1.0, ranks / cores)
+    if comm_cpu_fraction is not None:
+        if not 0.0 <= comm_cpu_fraction <= 1.0:
+            raise InputError(f"comm_cpu_fraction must be within [0, 1], got {comm_cpu_fraction}")
+        if network is None:
+            raise InputError("comm_cpu_fraction needs the network the collectives run on")
+        return _share_comm_cpu(gs, ranks, cores, slow, comm_cpu_fraction, network)
+    n_coll = 0
+    for g in gs:
+        if slow > 1.0:
+            g.scale(g.select(by_type(NodeType.COMP_NODE) & by_resource("cpu")), slow)
+        for coll in g.select(by_type(NodeType.COMM_COLL_NODE)) if serialize_comm else []:
+            for p in [p for p in g.parents(coll.id) if resource_of(g[p]) == "cpu"]:
+                # Everything the CPU did after the collective's issuing task now waits for it.
+                for c in sorted(g.children[p]):
+                    if c != coll.id and resource_of(g[c]) == "cpu" and coll.id not in g.parents(c):
+                        kind = g.drop_dep(c, p)
+                        g.add_dep(c, coll.id, data=kind == "data")
+            n_coll += 1
+    note = f"{ranks} ranks share {cores} cores: CPU tasks x{slow:g}, {n_coll} collective(s) serialized with compute"
+    if ranks < cores and serialize_comm:
+        note += " (upper bound: fewer ranks than cores)"
+    return note
+
+
+def _share_comm_cpu(gs: Sequence[Graph], ranks: int, cores: int, slow: float, frac: float, network: Any) -> str:
+    """`share_cores` with only the CPU-busy fraction of each collective taken from compute."""
+    from chakra.sim import load_network
+
+    net = load_network(network)
+    if net.total_npus != ranks:
+        raise InputError(f"the network has {net.total_npus} NPUs, the model {ranks} ranks")
+    cache: dict[tuple[int, int], int] = {}
+    total = 0.0
+    n_coll = 0
+    for g in gs:
+        if slow > 1.0:
+            g.scale(g.select(by_type(NodeType.COMP_NODE) & by_resource("cpu")), slow)
+        for coll in g.select(by_type(NodeType.COMM_COLL_NODE)):
+            key = (int(get_attr(coll, "comm_type", 0) or 0), int(get_attr(coll, "comm_size", 0) or 0))
+            if key not in cache:
+                cache[key] = _sim_collective_ns(net, *key)
+            d = frac * cache[key] / 1000.0
+            cpu_parents = sorted(p for p in g.parents(coll.id) if resource_of(g[p]) == "cpu")
+            if not cpu_parents or d <= 0:
+                continue
+            work = g.insert(
+                "gloo: collective CPU work (shared cores)",
+                after=cpu_parents[-1:],
+                splice=True,
+                duration_us=d,
+                attrs={"is_cpu_op": True},
+            )
+            # The splice moved the collective behind the new task too: it starts when issued.
+            g.drop_dep(coll.id, work.id)
+            g.add_dep(coll.id, cpu_parents[-1])
+            total += round(d)
+            n_coll += 1
+    return (
+        f"{ranks} ranks share {cores} cores: CPU tasks x{slow:g}; {n_coll} collective(s) overlap compute, "
+        f"their CPU share ({frac:.0%}, {total:,.0f} µs) is spliced into the CPU chain"
+    )
+
+
 # ----------------------------------------------------------------------------- network calibration
+
+
+def _sim_collective_ns(net: Any, comm_type: int, nbytes: int) -> int:
+    """Simulated time of one collective alone on `net` (all NPUs take part)."""
+    from chakra.sim import simulate
+    from chakra.trace import make_node
+
+    attrs = {"is_cpu_op": False, "comm_type": int(comm_type), "comm_size": int(nbytes)}
+    traces = [
+        Trace(nodes=[make_node(0, "collective", NodeType.COMM_COLL_NODE, attrs=attrs)], rank=r)
+        for r in range(net.total_npus)
+    ]
+    return simulate(traces, net).finish_ns
 
 
 def _sim_allreduce_ns(world: int, nbytes: int, bandwidth: float, latency: float, system: Any = None) -> int:
@@ -685,4 +831,5 @@ __all__ = [
     "network_bandwidth",
     "scale_compute",
     "scaled_us",
+    "share_cores",
 ]

@@ -25,6 +25,7 @@ from chakra.sim.recipes import (
     network_bandwidth,
     predict,
     scale_compute,
+    share_cores,
 )
 from chakra.trace import Trace, make_node
 
@@ -268,10 +269,58 @@ def test_data_parallel_bucket_copies_cost_comes_from_the_traces_copies():
     to_bucket = [n for n in nodes if n.name == "ddp: copy grad to bucket"]
     back = [n for n in nodes if n.name == "ddp: copy bucket to grads"]
     per_grad = 2 + 3 * (1 << 20) / 1000
-    assert [n.duration_micros for n in to_bucket] == [round(per_grad)] * 3
+    # Into the bucket: DDP's division by the world size (an aten::mul) plus the copy, two passes.
+    assert [n.duration_micros for n in to_bucket] == [round(2 * per_grad)] * 3
     assert [n.duration_micros for n in back] == [round(per_grad), round(2 * per_grad)]
     colls = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
     # Each all-reduce waits for its last gradient's copy; each copy back waits for its all-reduce.
     assert all(len(c.ctrl_deps) == 1 and c.ctrl_deps[0] in {n.id for n in to_bucket} for c in colls)
     assert [list(n.ctrl_deps) for n in back] == [[colls[0].id], [colls[1].id]]
     assert "bucket copies" in w.notes[1]
+
+
+def test_shared_cores_serialize_collectives_and_slow_compute():
+    # 4 ranks on 2 cores: CPU tasks x2 (fwd 20, bwd 20, grad 4, optimizer 40 µs) and each all-reduce
+    # blocks the CPU chain after its gradient: bucket 0 (1 MiB) after the first gradient at 44 µs,
+    # the rest of the backward (48 µs) after it, bucket 1 (2 MiB) after the last gradient, then the step.
+    w = data_parallel([ddp_trace()], ranks=4, bucket_mb=2, first_bucket_mb=1, cores=2)
+    t0 = _sim_allreduce_ns(4, 1 << 20, 50.0, 500.0)
+    t1 = _sim_allreduce_ns(4, 2 << 20, 50.0, 500.0)
+    assert finish(w.traces) == 44_000 + t0 + 48_000 + t1 + 40_000
+    assert "CPU tasks x2" in w.notes[-1] and "2 collective(s) serialized" in w.notes[-1]
+    # 2 ranks on 2 cores: compute keeps its speed, the collectives still cannot overlap it.
+    w2 = data_parallel([ddp_trace()], ranks=2, bucket_mb=2, first_bucket_mb=1, cores=2)
+    u0 = _sim_allreduce_ns(2, 1 << 20, 50.0, 500.0)
+    u1 = _sim_allreduce_ns(2, 2 << 20, 50.0, 500.0)
+    assert finish(w2.traces) == 22_000 + u0 + 24_000 + u1 + 20_000
+    # Dedicated cores (2 ranks x 2 threads on 4 cores): the overlapping model, unchanged.
+    free = data_parallel([ddp_trace()], ranks=2, bucket_mb=2, first_bucket_mb=1, cores=4)
+    plain = data_parallel([ddp_trace()], ranks=2, bucket_mb=2, first_bucket_mb=1)
+    assert finish(free.traces) == finish(plain.traces) < finish(w2.traces)
+    assert "no CPU sharing" in free.notes[-1]
+    with pytest.raises(InputError, match="--cores"):
+        share_cores([], ranks=2, cores=0)
+
+
+def test_shared_cores_with_a_measured_cpu_fraction_of_the_collectives():
+    # 4 ranks on 2 cores, half of each all-reduce is CPU work: a CPU task of 0.5 x its simulated
+    # time follows each collective's issuing gradient in the CPU chain; the collective overlaps.
+    net = default_network(4)
+    w = data_parallel(
+        [ddp_trace()], ranks=4, bucket_mb=2, first_bucket_mb=1, cores=2, comm_cpu_fraction=0.5, network=net
+    )
+    t0 = _sim_allreduce_ns(4, 1 << 20, 50.0, 500.0)
+    t1 = _sim_allreduce_ns(4, 2 << 20, 50.0, 500.0)
+    w0, w1 = round(0.5 * t0 / 1000) * 1000, round(0.5 * t1 / 1000) * 1000
+    work = [n for n in w.traces[0].nodes if n.name.startswith("gloo: collective CPU work")]
+    assert [n.duration_micros * 1000 for n in work] == [w0, w1]
+    # Bucket 0 issued at 44 µs; backward resumes after its CPU share and ends 48 µs later;
+    # bucket 1 starts when both its gradient and the comm slot are free; the step waits for it
+    # and for the CPU chain (which carries bucket 1's CPU share).
+    end1 = max(92_000 + w0, 44_000 + t0) + t1
+    assert finish(w.traces) == max(end1, 92_000 + w0 + w1) + 40_000
+    assert "CPU share (50%" in w.notes[-1]
+    with pytest.raises(InputError, match="needs the network"):
+        data_parallel([ddp_trace()], ranks=4, cores=2, comm_cpu_fraction=0.5)
+    with pytest.raises(InputError, match="within"):
+        data_parallel([ddp_trace()], ranks=4, cores=2, comm_cpu_fraction=1.5, network=net)
