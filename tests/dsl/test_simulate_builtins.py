@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from chakra.dsl.builtins.dlrm import DLRMConfig, build_dlrm
@@ -11,10 +9,6 @@ from chakra.dsl.builtins.microbench import build_microbench
 from chakra.dsl.builtins.mlp import MLPConfig, build_mlp
 from chakra.dsl.builtins.transformer import TransformerConfig, build_transformer
 from chakra.schema import NodeType
-
-if importlib.util.find_spec("chakra.sim") is None:
-    pytest.skip("chakra.sim is not available", allow_module_level=True)
-
 
 WORKLOADS = {
     "transformer-dp2tp2pp2": lambda: build_transformer(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 
 import orjson
@@ -21,8 +20,6 @@ pytest.importorskip("sklearn", reason="synthesis needs the optional 'synth' extr
 @pytest.fixture(scope="module")
 def pytorch_jobs(samples_dir, tmp_path_factory):
     """ddp2 and collectives2 (real 2-rank PyTorch runs) converted to Chakra by our converter."""
-    if importlib.util.find_spec("chakra.converters.pytorch") is None:
-        pytest.skip("chakra.converters.pytorch is not available")
     from chakra.converters.pytorch import convert_paths
 
     out = tmp_path_factory.mktemp("real")
@@ -150,8 +147,6 @@ def test_missing_sklearn_message(monkeypatch):
 
 @pytest.mark.parametrize("job", ["ddp2", "collectives2"])
 def test_synthesized_traces_simulate(fitted, job):
-    if importlib.util.find_spec("chakra.sim") is None:
-        pytest.skip("chakra.sim is not available")
     from chakra.sim import simulate
 
     workload = sample(fitted[job][1], 8, seed=2)

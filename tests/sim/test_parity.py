@@ -200,7 +200,6 @@ def test_involved_dim_skips_dimensions(tmp_path):
 
 def test_text_workload_micro_all_reduce(tmp_path, samples_dir, rt_dir, run_cli):
     """ASTRA-sim 1.0 microAllReduce.txt converted by our text converter runs the regression case."""
-    pytest.importorskip("chakra.converters.text")
     src = samples_dir / "astrasim/text_workloads/microAllReduce.txt"
     res = run_cli("convert", "text", str(src), "--npus", "8", "--passes", "1", "-o", str(tmp_path / "micro"), "-q")
     assert res.exit_code == 0, res.stderr

@@ -253,7 +253,8 @@ def test_rendered_page_is_readable_size(tmp_path, shapes):
 
 
 def test_converted_pytorch_mlp_sample(samples_dir, tmp_path):
-    pytorch = pytest.importorskip("chakra.converters.pytorch")
+    import chakra.converters.pytorch as pytorch
+
     mlp = samples_dir / "pytorch" / "mlp"
     written = pytorch.convert_paths([mlp / "et.0.json", mlp / "kineto.0.json"], tmp_path / "mlp", quiet=True)
     traces = read_traces([str(p) for p in written])
