@@ -17,16 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from chakra.io import encode_varint as _slow_varint
+
 _MASK64 = (1 << 64) - 1
-
-
-def _slow_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 #: varint of 0 .. 16383, and the two leading (continued) bytes of any value by its low 14 bits
