@@ -6,6 +6,7 @@ protobuf 4.25 and 7.x both import it; this test proves it on real installs, from
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import venv
@@ -57,7 +58,12 @@ def test_wheel_in_fresh_venv(wheel, tmp_path, samples_dir, protobuf):
     assert proc.returncode == 0, proc.stderr
     major = int(proc.stdout.strip().split(".")[0])
     assert major == (4 if protobuf.startswith("protobuf==4") else 7)
-    help_proc = subprocess.run(
-        [str(env_dir / "bin" / "chakra"), "--help"], capture_output=True, text=True, cwd=tmp_path
+    chakra = str(env_dir / "bin" / "chakra")
+    help_proc = subprocess.run([chakra, "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert help_proc.returncode == 0 and "validate" in help_proc.stdout and help_proc.stderr == ""
+    # The bundled ASTRA-sim configs ship in the wheel: the regression case runs with no config file.
+    sim = subprocess.run(
+        [chakra, "simulate", str(prefix), "--json", "-q"], capture_output=True, text=True, cwd=tmp_path
     )
-    assert help_proc.returncode == 0 and "validate" in help_proc.stdout
+    assert sim.returncode == 0, sim.stderr
+    assert json.loads(sim.stdout)["finish_ns"] == 117780
