@@ -147,19 +147,49 @@ def choose_view(
                 f"({n} boxes). To see single nodes, {ZOOM_HINT}."
             )
             return build(mode, target), [note]
-    raise TooManyNodes(
-        f"{selected} nodes exceed --max-nodes {max_nodes} even when collapsed ({'; '.join(tried)}); "
-        f"{ZOOM_HINT}{_first_ids_hint(traces, kept, max_nodes)} (or write --graphml, which has no limit)"
+    # Even grouped it is too big (e.g. a trace without times or call tree to group by): draw the
+    # beginning of it rather than nothing, and say how to move the window.
+    window, shown = _first_window(traces, kept, max_nodes)
+    view = build_view(traces, filters, "none", edges, links, target=0, kept_by_rank=window, cache={})
+    note = (
+        f"{selected} nodes exceed --max-nodes {max_nodes} even when collapsed ({'; '.join(tried)}): drew the "
+        f"first {shown}. {ZOOM_HINT}{_first_ids_hint(traces, kept, max_nodes)} (or write --graphml, which has no limit)"
     )
+    return view, [note]
+
+
+#: ranks drawn side by side at most when only a window of a big multi-rank trace fits
+_WINDOW_MIN_PER_RANK = 30
+
+
+def _first_window(
+    traces: Sequence[Trace], kept: dict[int, list[int]], max_nodes: int
+) -> tuple[dict[int, list[int]], str]:
+    """The lowest-id selected nodes of the first ranks, at most `max_nodes` in all, and a description."""
+    ranks = [rank_of(trace, pos) for pos, trace in enumerate(traces) if kept.get(rank_of(trace, pos))]
+    ranks = ranks[: max(1, max_nodes // _WINDOW_MIN_PER_RANK)]
+    per_rank = max(1, max_nodes // len(ranks))
+    by_rank = {rank_of(trace, pos): trace for pos, trace in enumerate(traces)}
+    window = {}
+    spans = []
+    for rank in ranks:
+        trace = by_rank[rank]
+        idx = sorted(kept[rank], key=lambda i: trace.nodes[i].id)[:per_rank]
+        window[rank] = sorted(idx)
+        spans.append(f"rank {rank} ids {trace.nodes[idx[0]].id}..{trace.nodes[idx[-1]].id}")
+    shown = f"{sum(len(v) for v in window.values())} nodes ({'; '.join(spans[:3])}{' ...' if len(spans) > 3 else ''})"
+    return window, shown
 
 
 def _first_ids_hint(traces: Sequence[Trace], kept: dict[int, list[int]], max_nodes: int) -> str:
-    """A concrete starting point: the id range of the first nodes that fit."""
+    """A concrete starting point: the id range of the lowest-id nodes of the first rank that fit."""
     for pos, trace in enumerate(traces):
         idx = kept.get(rank_of(trace, pos))
         if idx:
-            ids = sorted(trace.nodes[i].id for i in idx[: max(1, max_nodes // max(1, len(kept)))])
-            return f"; e.g. --ids {ids[0]}:{ids[-1]} shows the first {len(ids)} nodes"
+            ids = sorted(trace.nodes[i].id for i in idx)[:max_nodes]
+            rank = rank_of(trace, pos)
+            only = f" --rank {rank}" if len(kept) > 1 else ""
+            return f"; e.g.{only} --ids {ids[0]}:{ids[-1]} shows {len(ids)} nodes"
     return ""
 
 

@@ -267,3 +267,25 @@ def test_converted_pytorch_mlp_sample(samples_dir, tmp_path):
     assert sum(b.count for b in result.view.boxes) == n
     steps = {name for name in result.view.cluster_names.values() if name.startswith("ProfilerStep#")}
     assert steps == {"ProfilerStep#1", "ProfilerStep#2"}
+
+
+def test_too_big_even_collapsed_draws_a_window_and_the_hint_works(tmp_path):
+    """An ET-only conversion has no times and no call tree to group by: the default view still
+    draws something (the lowest ids of the first rank, within --max-nodes) and its --ids hint
+    selects exactly a drawable window (ids are not in file order here)."""
+    from chakra.visualizers.select import Filters
+
+    from chakra.schema import NodeType
+    from chakra.trace import make_node
+
+    ids = list(range(5000, 0, -1))  # reversed: file order is not id order
+    words = ["matmul", "relu", "gelu", "softmax", "dropout", "layernorm", "embedding"]
+    nodes = [make_node(i, words[i % 7], NodeType.COMP_NODE, ctrl_deps=[i + 1] if i < 5000 else []) for i in ids]
+    trace = Trace(nodes=nodes, rank=0)
+    view, notes = choose_view([trace], Filters(), max_nodes=120)
+    assert len(view.boxes) <= 120 and notes and "drew the first 120 nodes" in notes[0]
+    hint = notes[0].split("e.g. --ids ")[1].split()[0]
+    lo, hi = (int(x) for x in hint.split(":"))
+    assert (lo, hi) == (1, 120)
+    view2, _ = choose_view([trace], Filters(id_min=lo, id_max=hi), max_nodes=120)
+    assert len(view2.boxes) == 120
