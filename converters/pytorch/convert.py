@@ -281,7 +281,16 @@ def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> lis
     kin_ranks = _assign_ranks([n for n, _ in kins], [_kineto_rank(raw) for _, raw in kins])
     if ets and kins:
         if len(ets) == 1 and len(kins) == 1:
-            et_ranks = kin_ranks = [kin_ranks[0] if _kineto_rank(kins[0][1]) is not None else et_ranks[0]]
+            # One pair: Kineto's distributedInfo decides, but a rank spelled in the ET's name
+            # (et.1.json, trace_rank1.json) must agree with it: a mix-up of two ranks' files links
+            # (DDP ranks look alike) and would silently give a wrong trace.
+            kineto_rank, named_rank = _kineto_rank(kins[0][1]), _explicit_rank(ets[0][0])
+            if kineto_rank is not None and named_rank is not None and kineto_rank != named_rank:
+                raise InputError(
+                    f"ranks do not pair: {ets[0][0]} is rank {named_rank} by its name but {kins[0][0]} "
+                    f"is rank {kineto_rank} (distributedInfo)"
+                )
+            et_ranks = kin_ranks = [kineto_rank if kineto_rank is not None else et_ranks[0]]
         if sorted(et_ranks) != sorted(kin_ranks):
             raise InputError(
                 f"ranks do not pair: ET files give ranks {sorted(et_ranks)}, Kineto files give {sorted(kin_ranks)}"
@@ -293,6 +302,15 @@ def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> lis
         ri = out.setdefault(r, RankInput(r))
         ri.kineto, ri.kineto_raw = name, raw
     return [out[r] for r in sorted(out)]
+
+
+_EXPLICIT_RANK = re.compile(r"(?:^|[._-])(?:rank[_-]?)?(\d+)\.(?:json|pt\.trace\.json)(?:\.gz)?$", re.IGNORECASE)
+
+
+def _explicit_rank(name: str) -> Optional[int]:
+    """The rank a file name states right before its extension (`et.3.json`, `rank_3.json.gz`), or None."""
+    m = _EXPLICIT_RANK.search(name.rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+    return int(m.group(1)) if m else None
 
 
 def _kineto_rank(raw: bytes) -> Optional[int]:

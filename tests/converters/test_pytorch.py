@@ -454,6 +454,11 @@ def test_bad_inputs_give_one_line_and_write_nothing(samples_dir, tmp_path, run_c
                   "-o", str(tmp_path / "pair" / "x"))  # fmt: skip
     assert res.exit_code == 1 and "pair" in res.stderr
     assert not (tmp_path / "pair").exists() or not any((tmp_path / "pair").iterdir())
+    # One ET and one Kineto trace of different ranks (rank 0 by file name, rank 1 by distributedInfo).
+    res = run_cli("convert", "pytorch", str(d / "et.0.json"), "-k", str(d / "kineto.1.json"),
+                  "-o", str(tmp_path / "mixed" / "x"))  # fmt: skip
+    assert res.exit_code == 1 and "rank 0 by its name" in res.stderr and "rank 1" in res.stderr
+    assert not (tmp_path / "mixed").exists() or not any((tmp_path / "mixed").iterdir())
 
 
 def test_truncated_et_is_repaired_and_reported(samples_dir, tmp_path):
