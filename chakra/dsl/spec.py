@@ -67,8 +67,8 @@ COLLECTIVE_KINDS = (
 )
 _KEYS = {
     "compute": {"id", "rank", "name", "duration_us", "flops", "bytes", "after", "cpu"},
-    "load": {"id", "rank", "name", "bytes", "after", "duration_us"},
-    "store": {"id", "rank", "name", "bytes", "after", "duration_us"},
+    "load": {"id", "rank", "name", "bytes", "after", "duration_us", "location"},
+    "store": {"id", "rank", "name", "bytes", "after", "duration_us", "location"},
     "send": {"id", "src", "dst", "size", "tag", "name", "after", "duration_us"},
     **{
         k: {"id", "size", "group", "name", "after", "duration_us", "root", "involved_dim", "priority"}
@@ -246,6 +246,7 @@ def _apply(w: Workload, kind: str, a: dict, refs: dict[str, Ref], where: str) ->
             parse_quantity(a["bytes"], "bytes"),
             after=after,
             duration_us=a.get("duration_us"),
+            location=str(a.get("location", "local")),
         )
     if kind == "send":
         for key in ("src", "dst", "size"):

@@ -35,6 +35,10 @@ METADATA_NODE_NAME = "process_group:init"
 WORLD_PG = "0"
 
 
+#: `tensor_loc` values of memory nodes (chakra.sim reads "local" or 0 as local memory, else remote).
+TENSOR_LOCATIONS = ("local", "remote")
+
+
 class DSLError(ChakraError):
     """A workload description that cannot become consistent traces (bad rank, cross-rank dep...)."""
 
@@ -282,21 +286,40 @@ class Workload:
         return self._simple(rank, name, NodeType.COMP_NODE, values, self._duration(duration_us, flops, bytes), after)
 
     def load(
-        self, rank: Ranks, name: str, bytes: float, *, after: After = None, duration_us: Optional[float] = None
+        self,
+        rank: Ranks,
+        name: str,
+        bytes: float,
+        *,
+        after: After = None,
+        duration_us: Optional[float] = None,
+        location: str = "local",
     ) -> Ref:
-        """A MEM_LOAD_NODE of `bytes` (remote/pooled memory read)."""
-        return self._mem(rank, name, NodeType.MEM_LOAD_NODE, bytes, after, duration_us)
+        """A MEM_LOAD_NODE of `bytes` from `location`: "local" (the NPU's own memory) or "remote"
+        (pooled memory: the simulator then needs a remote memory config)."""
+        return self._mem(rank, name, NodeType.MEM_LOAD_NODE, bytes, after, duration_us, location)
 
     def store(
-        self, rank: Ranks, name: str, bytes: float, *, after: After = None, duration_us: Optional[float] = None
+        self,
+        rank: Ranks,
+        name: str,
+        bytes: float,
+        *,
+        after: After = None,
+        duration_us: Optional[float] = None,
+        location: str = "local",
     ) -> Ref:
-        """A MEM_STORE_NODE of `bytes` (remote/pooled memory write)."""
-        return self._mem(rank, name, NodeType.MEM_STORE_NODE, bytes, after, duration_us)
+        """A MEM_STORE_NODE of `bytes` to `location` ("local" or "remote", as `load`)."""
+        return self._mem(rank, name, NodeType.MEM_STORE_NODE, bytes, after, duration_us, location)
 
-    def _mem(self, rank: Ranks, name: str, node_type: int, nbytes: float, after: After, duration_us) -> Ref:
+    def _mem(
+        self, rank: Ranks, name: str, node_type: int, nbytes: float, after: After, duration_us, location: str
+    ) -> Ref:
         if nbytes < 0:
             raise DSLError(f"memory node {name!r}: negative size")
-        attrs = {"is_cpu_op": False, "tensor_size": int(nbytes)}
+        if location not in TENSOR_LOCATIONS:
+            raise DSLError(f"memory node {name!r}: location must be one of {', '.join(TENSOR_LOCATIONS)}")
+        attrs = {"is_cpu_op": False, "tensor_size": int(nbytes), "tensor_loc": location}
         return self._simple(rank, name, node_type, attrs, self._duration(duration_us, 0, nbytes), after)
 
     def collective(
