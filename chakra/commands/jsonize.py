@@ -9,7 +9,7 @@ import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
 from chakra.errors import InputError
-from chakra.io import expand_trace_args, read_trace, write_trace
+from chakra.io import expand_trace_args, is_json_file, read_trace, write_trace
 
 
 def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tuple[Path, Path, Optional[int]]]:
@@ -18,6 +18,8 @@ def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tup
         return [(p, p.with_name(_strip(p.name) + suffix), r) for r, p in pairs]
     if len(pairs) == 1 and (output.name.endswith(suffix) or output.name.endswith(suffix + ".gz")):
         return [(pairs[0][1], output, pairs[0][0])]
+    # Several inputs: OUTPUT is a PREFIX (a trailing ".json"/".et" the user typed is not part of it).
+    output = Path(_strip(str(output)))
     out = []
     for i, (r, p) in enumerate(pairs):
         rank = r if r is not None else i
@@ -71,6 +73,10 @@ def dejsonize(
         for src, dst, rank in _targets(inputs, output, ".et"):
             if src == dst:
                 raise InputError(f"{src}: input and output are the same file")
+            if not is_json_file(src):
+                raise InputError(
+                    f"{src}: not a JSON trace (it does not start with {{ or [); .et files need no dejsonize"
+                )
             trace = read_trace(src, rank=rank)
             write_trace(dst, trace)
             info(f"wrote {dst} ({len(trace.nodes):,} nodes)", quiet)

@@ -118,3 +118,15 @@ def test_debug_shows_traceback(tmp_path):
 def test_usage_error_exit_code():
     assert run_subprocess("stats").returncode == 2
     assert Path(sys.executable).exists()
+
+
+def test_jsonize_prefix_output_and_dejsonize_refuses_non_json(run_cli, samples_dir, tmp_path):
+    prefix = samples_dir.joinpath(*ALL_REDUCE)
+    # With several inputs -o is a PREFIX, even when typed with a .json suffix.
+    assert run_cli("jsonize", str(prefix), "-o", str(tmp_path / "j.json"), "-q").exit_code == 0
+    assert sorted(p.name for p in tmp_path.glob("j.*.json")) == [f"j.{r}.json" for r in range(8)]
+    text = tmp_path / "text.0.json"
+    text.write_text("hello, not json")
+    res = run_cli("dejsonize", str(text), "-o", str(tmp_path / "t.0.et"))
+    assert res.exit_code == 1 and "not a JSON trace" in res.stderr
+    assert not (tmp_path / "t.0.et").exists()
