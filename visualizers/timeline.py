@@ -372,10 +372,16 @@ def timeline_from_traces(
                 continue
             if len(nodes) > 1 and not any(n.start_time_micros for n in nodes):
                 starts = _asap_starts(nodes)
-                warnings.append(
-                    f"rank {rank}: no start times recorded; laid out by dependencies and durations "
-                    "(unbounded resources). Simulate it for a modelled timeline: chakra simulate ... --log"
-                )
+                if any(n.duration_micros for n in nodes):
+                    warnings.append(
+                        f"rank {rank}: no start times recorded; laid out by dependencies and durations "
+                        "(unbounded resources). Simulate it for a modelled timeline: chakra simulate ... --log"
+                    )
+                else:
+                    warnings.append(
+                        f"rank {rank}: the trace records neither start times nor durations (e.g. converted "
+                        "from an Execution Trace without its Kineto trace): every event is at 0 µs"
+                    )
             else:
                 starts = [float(n.start_time_micros) for n in nodes]
             order = sorted(range(len(nodes)), key=lambda i: (starts[i], nodes[i].duration_micros))
