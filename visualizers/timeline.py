@@ -308,24 +308,7 @@ def timeline_from_log(
                 f"{name_only} op(s) placed on tracks by their names only; add --trace PREFIX for node types and sizes"
             )
         span = (t_max - (t_min or 0)) / 1000 if w.complete_events else 0.0
-        w.close(
-            {
-                "source": str(log),
-                "generator": "chakra timeline",
-                "time_unit": "ts and dur in microseconds (simulator ns / 1000)",
-                "processes": w.processes,
-                "span_us": span,
-            }
-        )
-    return TimelineResult(
-        output=Path(output) if output is not None else None,
-        processes=w.processes,
-        complete_events=w.complete_events,
-        flow_events=w.flow_events,
-        span_us=span,
-        source=str(log),
-        warnings=warnings,
-    )
+        return _close(w, output, str(log), "simulator ns / 1000", span, warnings)
 
 
 def _asap_starts(nodes: Sequence[pb.Node]) -> list[float]:
@@ -420,21 +403,29 @@ def timeline_from_traces(
                             flow_id += 1
                             w.flow(flow_id, (rank, src[0], src[1]), (rank, dst[0], dst[1]))
         span = t_max - (t_min or 0.0)
-        w.close(
-            {
-                "source": ", ".join(str(t.path) for t in traces if t.path is not None),
-                "generator": "chakra timeline",
-                "time_unit": "ts and dur in microseconds (trace start_time_micros / duration_micros)",
-                "processes": w.processes,
-                "span_us": span,
-            }
-        )
+        source = ", ".join(str(t.path) for t in traces if t.path is not None)
+        return _close(w, output, source, "trace start_time_micros / duration_micros", span, warnings)
+
+
+def _close(
+    w: ChromeTraceWriter, output: Any, source: str, unit: str, span: float, warnings: list[str]
+) -> TimelineResult:
+    """Write the trailer (what the times mean) and return the summary both timeline sources share."""
+    w.close(
+        {
+            "source": source,
+            "generator": "chakra timeline",
+            "time_unit": f"ts and dur in microseconds ({unit})",
+            "processes": w.processes,
+            "span_us": span,
+        }
+    )
     return TimelineResult(
         output=Path(output) if output is not None else None,
         processes=w.processes,
         complete_events=w.complete_events,
         flow_events=w.flow_events,
         span_us=span,
-        source=", ".join(str(t.path) for t in traces if t.path is not None),
+        source=source,
         warnings=warnings,
     )
