@@ -107,13 +107,19 @@ def _set_distributed(kf: KinetoFile, doc: dict) -> None:
             kf.rank = dist["rank"]
 
 
-def _build(name: str, header: dict, events: Any, size: int) -> KinetoFile:
+def _new_file(name: str, header: dict, size: int) -> tuple[KinetoFile, int, dict[str, list]]:
+    """The KinetoFile both builders fill, its time base (ns; 0 for old-style traces) and the event
+    list each category goes to."""
     base = header.get("baseTimeNanoseconds")
     kf = KinetoFile(path=name, new_style=base is not None, size_bytes=size)
-    base = int(base or 0)
     _set_distributed(kf, header)
     by_cat = {cat: target for cats, target in ((CPU_CATS, kf.cpu), (GPU_CATS, kf.gpu), (RUNTIME_CATS, kf.runtime),
                                                (SYNC_CATS, kf.sync)) for cat in cats}  # fmt: skip
+    return kf, int(base or 0), by_cat
+
+
+def _build(name: str, header: dict, events: Any, size: int) -> KinetoFile:
+    kf, base, by_cat = _new_file(name, header, size)
     keep = KEEP_ARGS
     for index, e in enumerate(events):
         try:
@@ -182,12 +188,7 @@ _DECODE_EVENT = msgspec.json.Decoder(_KRecord).decode
 
 
 def _build_records(name: str, header: dict, events: Any, size: int) -> KinetoFile:
-    base = header.get("baseTimeNanoseconds")
-    kf = KinetoFile(path=name, new_style=base is not None, size_bytes=size)
-    base = int(base or 0)
-    _set_distributed(kf, header)
-    by_cat = {cat: target for cats, target in ((CPU_CATS, kf.cpu), (GPU_CATS, kf.gpu), (RUNTIME_CATS, kf.runtime),
-                                               (SYNC_CATS, kf.sync)) for cat in cats}  # fmt: skip
+    kf, base, by_cat = _new_file(name, header, size)
     to_dict = msgspec.to_builtins  # a record's args -> dict of the args present (C-level)
     for index, e in enumerate(events):
         ph = e.ph
