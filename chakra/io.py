@@ -49,16 +49,23 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def open_binary(path: PathLike) -> BinaryIO:
-    """Open for reading, transparently gunzipping when the file starts with the gzip magic."""
+@contextmanager
+def input_file_errors(path: PathLike) -> Iterator[None]:
+    """Turn the usual reasons an input cannot be opened into one-line InputErrors naming it."""
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
+        yield
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a trace file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+
+
+def open_binary(path: PathLike) -> BinaryIO:
+    """Open for reading, transparently gunzipping when the file starts with the gzip magic."""
+    with input_file_errors(path):
+        raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
     head = raw.read(2)
     raw.seek(0)
     if head == GZIP_MAGIC:

@@ -22,7 +22,8 @@ from typing import Any, Optional
 import msgspec
 import orjson
 
-from chakra.errors import InputError, TraceFormatError
+from chakra.errors import TraceFormatError
+from chakra.io import input_file_errors
 
 from .chunked import split_document
 from .emit import io_field
@@ -58,7 +59,7 @@ def read_input_bytes(path: Path) -> list[tuple[str, Any]]:
     A big plain file comes back memory-mapped (an `mmap`, read like bytes): parsing then reads the
     page cache directly instead of a 100 MB copy that the kernel must first zero-fill.
     """
-    try:
+    with input_file_errors(path):
         if path.stat().st_size >= _MAP_MIN:
             with open(path, "rb") as f:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -66,12 +67,6 @@ def read_input_bytes(path: Path) -> list[tuple[str, Any]]:
                 return [(str(path), mapped)]
             mapped.close()
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a trace file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
