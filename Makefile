@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CHAKRA := $(VENV)/bin/chakra
-SAMPLES ?= $(abspath ../shared/samples)
+SAMPLES ?= $(abspath tests/data/samples)
 OUT ?= out
 
 .PHONY: setup system-deps test lint demo bench proto clean

@@ -15,7 +15,7 @@ from pathlib import Path
 from chakra.converters.bigsim import read_binary_logs, write_traces
 from chakra.converters.bigsim.writer import write_binary_logs
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "bigsim" / "text2log_v6_examples.tgz"
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data" / "samples" / "bigsim" / "text2log_v6_examples.tgz"
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = Path(os.environ.get("CHAKRA_SAMPLES", ROOT.parent / "shared" / "samples"))
+SAMPLES = Path(os.environ.get("CHAKRA_SAMPLES", ROOT / "tests" / "data" / "samples"))
 OUT = ROOT / "bench" / "out"
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = Path(os.environ.get("CHAKRA_SAMPLES", REPO.parent / "shared" / "samples")) / (
+SAMPLE = Path(os.environ.get("CHAKRA_SAMPLES", REPO / "tests" / "data" / "samples")) / (
     "nsys/testcuda_nsys2026.1_report2.sqlite"
 )
 TABLES = (

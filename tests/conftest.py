@@ -12,10 +12,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def find_samples() -> Path:
+    """The bundled real sample traces (tests/data/samples; CHAKRA_SAMPLES points elsewhere)."""
     env = os.environ.get("CHAKRA_SAMPLES")
     if env:
         return Path(env)
-    return REPO.parent / "shared" / "samples"
+    return REPO / "tests" / "data" / "samples"
 
 
 SAMPLES = find_samples()
