@@ -10,8 +10,8 @@ from __future__ import annotations
 import orjson
 import pytest
 from chakra.converters import cupti
+from chakra.converters.cupti.records import export_cupti_records
 from chakra.converters.nsys import convert_reports
-from chakra.converters.nsys.cupti_json import export_cupti_records
 
 from chakra.errors import TraceFormatError
 from chakra.io import read_trace
