@@ -5,7 +5,7 @@ Library use::
     from chakra.converters.pytorch import convert_files, convert_rank, Options
     summaries = convert_files([Path("et.0.json")], [Path("kineto.0.json")], Path("out/mlp"))
 
-Module map: `et` (ET loading, versions), `kineto_trace` (Kineto loading), `link` (ET<->Kineto,
+Module map: `et` (ET loading, versions), `chakra.converters.kineto.trace` (Kineto loading), `link` (ET<->Kineto,
 GPU launchers), `comms` + `commmap` (collectives and p2p), `roofline`, `dag` (timeline and
 dependencies), `emit` (protobuf nodes), `convert` (per-rank + multi-rank driver), `summary`, `cli`.
 """

@@ -21,6 +21,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional
 
+from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
+
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.io import TraceWriter, rank_path
 from chakra.schema import NodeType, node_type_name, pb
@@ -31,7 +33,6 @@ from .commmap import map_comms
 from .dag import SYNC_RUNTIME, Builder
 from .emit import CycleError, NodeEncoder, ordered
 from .et import ETFile, load_et, read_input_bytes, sniff_et_head
-from .kineto_trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
 from .link import add_gpu_ops, link_et, ops_from_kineto
 from .ops import COMM, CPU, GPU
 

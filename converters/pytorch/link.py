@@ -13,8 +13,9 @@ from bisect import bisect_right
 from operator import attrgetter
 from typing import Any, Optional
 
+from chakra.converters.kineto.trace import KinetoFile
+
 from .comms import nccl_kernel_coll
-from .kineto_trace import KinetoFile
 from .ops import COMM, CPU, GPU, Op
 
 

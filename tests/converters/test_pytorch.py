@@ -484,8 +484,8 @@ def test_cli_json_summary_for_two_ranks(samples_dir, tmp_path, run_cli):
 
 def test_chunked_parse_equals_whole_document_parse(samples_dir, monkeypatch):
     # The 1.0.3 ResNet ET and the NCCL Kineto trace are big enough (> 1 MB) for element-wise parsing.
+    from chakra.converters.kineto import trace as kineto_trace
     from chakra.converters.pytorch import et as et_mod
-    from chakra.converters.pytorch import kineto_trace
 
     et_raw = gzip.decompress((samples_dir / "pytorch_et" / "param_1.0.3_resnet_1gpu_et.json.gz").read_bytes())
     k_raw = gzip.decompress((samples_dir / "kineto" / "hta_nccl_data.json.gz").read_bytes())

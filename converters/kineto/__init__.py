@@ -10,22 +10,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from chakra.converters.pytorch import _head
-from chakra.converters.pytorch.cli import add_kineto_cli
-from chakra.converters.pytorch.convert import convert_files
-from chakra.converters.pytorch.kineto_trace import sniff_kineto_head
+
+# The PyTorch package imports chakra.converters.kineto.trace, so its names are imported where used.
 
 NAME = "kineto"
 DESCRIPTION = "PyTorch profiler / Kineto Chrome-trace JSON alone (host ops, kernels, NCCL collectives)"
 
 
 def sniff(path: Path) -> bool:
+    from chakra.converters.kineto.trace import sniff_kineto_head
+    from chakra.converters.pytorch import _head
+
     return sniff_kineto_head(_head(Path(path)))
 
 
 def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
+    from chakra.converters.pytorch.convert import convert_files
+
     return [Path(s["output"]) for s in convert_files([], inputs, prefix)]
 
 
 def add_cli(app: typer.Typer) -> None:
+    from chakra.converters.pytorch.cli import add_kineto_cli
+
     add_kineto_cli(app)
