@@ -26,7 +26,7 @@ CONVERTERS: dict[str, str] = {
     "cupti": "chakra.converters.cupti",
     "bigsim": "chakra.converters.bigsim",
     "flexflow": "chakra.converters.flexflow",
-    "text": "chakra.converters.text",
+    "text": "chakra.converters.astrasim_text",
     "json": "chakra.converters.json_form",
 }
 

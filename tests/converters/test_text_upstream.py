@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from chakra.converters import text as text_conv
+from chakra.converters import astrasim_text as text_conv
 
 from chakra.graph import critical_path
 from chakra.schema import CollectiveType, NodeType
