@@ -27,7 +27,7 @@ CONVERTERS: dict[str, str] = {
     "bigsim": "chakra.converters.bigsim",
     "flexflow": "chakra.converters.flexflow",
     "text": "chakra.converters.astrasim_text",
-    "json": "chakra.converters.json_form",
+    "json": "chakra.converters.chakra_json",
 }
 
 
