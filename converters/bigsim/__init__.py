@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Optional
 
 from chakra.converters.bigsim.binary import read_binary_logs, read_pe_file, read_summary
-from chakra.converters.bigsim.convert import ConversionSummary, convert_log, iter_traces
 from chakra.converters.bigsim.detail import read_detail_file, read_detail_logs
 from chakra.converters.bigsim.inputs import load_logs, sniff
 from chakra.converters.bigsim.model import BigSimLog, MachineInfo, MsgEntry, Seb, Summary
 from chakra.converters.bigsim.timing import TimingSample, parse_timing_line, read_param_files, read_timing_samples
+from chakra.converters.bigsim.translate import ConversionSummary, convert_log, iter_traces
 
 from chakra.io import TraceWriter, rank_path
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from chakra.converters.cupti.records import load_cupti_records
 from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption
-from chakra.converters.nsys.convert import ConvertResult, convert_reports
+from chakra.converters.nsys.driver import ConvertResult, convert_reports
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors
 from chakra.errors import InputError

@@ -25,7 +25,7 @@ def sniff(path: Path) -> bool:
 
 
 def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    from chakra.converters.pytorch.convert import convert_files
+    from chakra.converters.pytorch.driver import convert_files
 
     return [Path(s["output"]) for s in convert_files([], inputs, prefix)]
 

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from chakra.converters.nsys.cli import add_cli
-from chakra.converters.nsys.convert import ConvertResult, RankSummary, convert_reports
+from chakra.converters.nsys.driver import ConvertResult, RankSummary, convert_reports
 from chakra.converters.nsys.schema import ACTIVITY_TABLES, META_TABLES, connect, is_sqlite
 
 NAME = "nsys"

@@ -47,7 +47,7 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert nsys report1.sqlite -o out/job           # out/job.0.et, one file per GPU
           chakra convert nsys a.sqlite b.sqlite -o job --per process
         """
-        from chakra.converters.nsys.convert import convert_reports
+        from chakra.converters.nsys.driver import convert_reports
 
         with handle_errors():
             result = run_with_progress(

@@ -7,7 +7,7 @@ Library use::
 
 Module map: `et` (ET loading, versions), `chakra.converters.kineto.trace` (Kineto loading), `link` (ET<->Kineto,
 GPU launchers), `comms` + `commmap` (collectives and p2p), `roofline`, `dag` (timeline and
-dependencies), `emit` (protobuf nodes), `convert` (per-rank + multi-rank driver), `summary`, `cli`.
+dependencies), `emit` (protobuf nodes), `driver` (per-rank + multi-rank driver), `summary`, `cli`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .cli import add_cli
-from .convert import Options, convert_files, convert_rank, gather_inputs
+from .driver import Options, convert_files, convert_rank, gather_inputs
 from .et import is_tar, sniff_et_head
 
 NAME = "pytorch"

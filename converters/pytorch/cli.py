@@ -10,7 +10,7 @@ import typer
 from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, print_json
 from chakra.errors import InputError
 
-from .convert import Options, convert_files
+from .driver import Options, convert_files
 from .summary import render
 
 
