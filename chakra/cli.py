@@ -1,37 +1,71 @@
-"""The `chakra` command: one typer app; every subcommand is registered by its own module.
+"""The `chakra` command: one typer app whose subcommands are imported only when run.
 
-Each module in `chakra/commands/` exposes `register(app)`. The list below is the whole program
-surface; keep it ordered as `chakra --help` should show it.
+Each module in `chakra/commands/` exposes `register(app)`. `COMMANDS` below is the whole program
+surface, in the order `chakra --help` shows it (the order a user meets them); its one-line
+descriptions are the top-level help, so `chakra --help` and `chakra --version` import no
+subcommand (see chakra/cli_group.py).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from typing import Any, Optional
 
 import typer
 
 from chakra import __version__
-from chakra.cli_common import state
+from chakra.cli_group import LazyGroup, command_from
 
-COMMAND_MODULES = [
-    "convert",
-    "validate",
-    "stats",
-    "jsonize",
-    "visualize",
-    "timeline",
-    "simulate",
-    "generate",
-    "synthesize",
-    "whatif",
-    "interpolate",
-    "analyze",
-    "diff",
-]
+#: command -> (module in chakra/commands/, one line for `chakra --help`).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": ("convert", "Convert other tools' traces to Chakra (chakra convert --help lists the formats)"),
+    "validate": (
+        "validate",
+        "Check traces are replayable: ids, dependencies, cycles, comm attributes, cross-rank agreement",
+    ),
+    "stats": ("stats", "Per-rank node, collective, p2p, compute and critical-path figures"),
+    "visualize": ("visualize", "Draw dependency graphs (pdf/svg/png/dot/graphml) with filters and collapsed views"),
+    "timeline": ("timeline", "Chrome/Perfetto timeline JSON from a simulation log or recorded start times"),
+    "simulate": ("simulate", "Replay traces on ASTRA-sim-compatible compute, network and memory models"),
+    "analyze": ("analyze", "Critical path, time breakdown and comm/compute overlap per rank"),
+    "diff": ("diff", "Compare two traces or two simulation logs per operator class"),
+    "whatif": ("whatif", "Apply a what-if recipe (AMP, fused optimizer, data parallel, ...) and predict step time"),
+    "generate": ("generate", "Generate multi-rank traces from a DSL/YAML spec or built-in parallel workloads"),
+    "synthesize": ("synthesize", "Sample statistically similar traces, at any rank count, from real ones"),
+    "interpolate": ("interpolate", "Rewrite durations from fitted models or a scale factor (BigSim-style)"),
+    "jsonize": ("jsonize", "Write the lossless JSON form of .et traces"),
+    "dejsonize": ("jsonize", "Turn JSON traces (ours or the official form) back into .et (= chakra convert json)"),
+}  # fmt: skip
+
+#: One line per subcommand (kept for callers of the old name).
+SHORT_HELP = {name: line for name, (_, line) in COMMANDS.items()}
+
+
+class ChakraGroup(LazyGroup):
+    def lazy_names(self) -> list[str]:
+        return list(COMMANDS)
+
+    def lazy_help(self, name: str) -> str:
+        return COMMANDS[name][1]
+
+    def lazy_load(self, name: str) -> Optional[Any]:
+        import importlib
+
+        module_name = f"chakra.commands.{COMMANDS[name][0]}"
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # say which subcommand is broken; the others stay usable
+            _broken_command(name, exc)
+            return None
+        command = command_from(module.register, name)
+        if command is not None:
+            command.short_help = COMMANDS[name][1]
+        return command
+
 
 app = typer.Typer(
     name="chakra",
+    cls=ChakraGroup,
     help="Convert, check, view, feed and simulate MLCommons Chakra execution traces.\n\n"
     "A PREFIX argument means every PREFIX.<rank>.et file (ranks sorted numerically).",
     no_args_is_help=True,
@@ -54,53 +88,15 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     if debug:
+        from chakra.cli_common import state
+
         state.debug = True
 
 
 def _broken_command(name: str, exc: BaseException) -> None:
     print(f"chakra: subcommand {name!r} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-    if state.debug:
+    if "--debug" in sys.argv:
         raise exc
-
-
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"chakra.commands.{_name}")
-    except ModuleNotFoundError as _exc:
-        # A subcommand whose module is not part of this build is simply absent.
-        if _exc.name != f"chakra.commands.{_name}":
-            _broken_command(_name, _exc)
-        continue
-    except Exception as _exc:  # keep the other subcommands usable; tests require every one to load
-        _broken_command(_name, _exc)
-        continue
-    _module.register(app)
-
-
-#: One line per subcommand for `chakra --help` (each command's own --help teaches the details).
-SHORT_HELP = {
-    "convert": "Convert PyTorch/Kineto, nsys, CUPTI, FlexFlow, BigSim, ASTRA-sim text or JSON traces to Chakra",
-    "validate": "Check traces are replayable: ids, dependencies, cycles, comm attributes, cross-rank agreement",
-    "stats": "Per-rank node, collective, p2p, compute and critical-path figures",
-    "jsonize": "Write the lossless JSON form of .et traces",
-    "dejsonize": "Turn JSON traces (ours or the official form) back into .et",
-    "visualize": "Draw dependency graphs (pdf/svg/png/dot/graphml) with filters and collapsed views",
-    "timeline": "Chrome/Perfetto timeline JSON from a simulation log or recorded start times",
-    "simulate": "Replay traces on ASTRA-sim-compatible compute, network and memory models",
-    "generate": "Generate multi-rank traces from a DSL/YAML spec or built-in parallel workloads",
-    "synthesize": "Sample statistically similar traces, at any rank count, from real ones",
-    "whatif": "Apply a what-if recipe (AMP, fused optimizer, data parallel, ...) and predict step time",
-    "interpolate": "Rewrite durations from fitted models or a scale factor (BigSim-style)",
-    "analyze": "Critical path, time breakdown and comm/compute overlap per rank",
-    "diff": "Compare two traces or two simulation logs per operator class",
-}
-
-for _cmd in app.registered_commands:
-    if _cmd.name in SHORT_HELP:
-        _cmd.short_help = SHORT_HELP[_cmd.name]
-for _group in app.registered_groups:
-    if _group.name in SHORT_HELP:
-        _group.help = SHORT_HELP[_group.name]
 
 
 def main() -> None:

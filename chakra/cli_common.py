@@ -13,10 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from chakra.errors import ChakraError
 
@@ -74,13 +72,17 @@ def warn(message: str) -> None:
 
 def print_json(obj: Any) -> None:
     """JSON on stdout (orjson: fast, handles 64-bit ints and numpy scalars)."""
+    import orjson
+
     data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
     sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
 
 
-def make_progress(quiet: bool = False, transient: bool = True) -> Progress:
+def make_progress(quiet: bool = False, transient: bool = True) -> Any:
     """A rich progress bar on stderr; disabled with -q or when stderr is not a terminal... still cheap."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     return Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),

@@ -1,25 +1,41 @@
-"""Converters from other trace formats to Chakra: one module (or package) per input format.
+"""Converters from other tools' trace formats to Chakra: one plugin module per input format.
 
-Each converter module defines:
-  NAME: str                      the FORMAT word of `chakra convert FORMAT`
-  DESCRIPTION: str               one line for `chakra convert --help`
-  sniff(path: Path) -> bool      recognise its files by content (cheap: read a few KB at most)
-  convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]
-                                 convert with default options, write PREFIX.<rank>.et, return paths
-  add_cli(app: typer.Typer)      register `chakra convert NAME` with the format's own options
+The plugin contract (how to write one: docs/converters.md, "Writing a converter plugin"). A format's
+module declares
 
-`chakra convert auto INPUT... -o PREFIX` sniffs the inputs and calls the matching `convert_paths`.
+  NAME: str                       the FORMAT word of `chakra convert FORMAT`
+  DESCRIPTION: str                one line for `chakra convert --help` and `chakra convert auto`
+  EXTENSIONS: tuple[str, ...]     file name endings its inputs usually have (shown in the help)
+  accept(prefix: bytes) -> bool   recognise one input from its first bytes (see `read_prefix`:
+                                  already un-gzipped, the first .json member of a tar); cheap,
+                                  never raises
+  convert(inputs, prefix, **options) -> ConversionResult
+                                  the one entry point: `chakra convert NAME` (with the format's
+                                  own options) and `chakra convert auto` (defaults) both call it
+  add_cli(app: typer.Typer)       registers the typer command `chakra convert NAME`
+
+and, only for formats whose input can be a folder (BigSim logs), `accept_dir(path) -> bool`.
+
+A plugin module stays cheap to import (declarations only): parsing machinery is imported inside
+`convert()`, so listing the formats does not load every converter. `PLUGINS` below is the only
+list of formats; help texts, `convert auto` and the tests are built from it.
 """
 
 from __future__ import annotations
 
 import importlib
+import tarfile
+import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Optional
+from typing import Any, BinaryIO, Optional
 
-#: FORMAT word -> module that implements it (order = sniffing order: most specific first).
-CONVERTERS: dict[str, str] = {
+from chakra.converters.result import ConversionResult
+
+from chakra.errors import InputError
+
+#: FORMAT word -> plugin module, in the order `chakra convert --help` lists them.
+PLUGINS: dict[str, str] = {
     "pytorch": "chakra.converters.pytorch",
     "kineto": "chakra.converters.kineto",
     "nsys": "chakra.converters.nsys",
@@ -30,10 +46,17 @@ CONVERTERS: dict[str, str] = {
     "json": "chakra.converters.chakra_json",
 }
 
+#: Bytes of (decompressed) input every plugin's `accept` sees.
+PREFIX_BYTES = 64 * 1024
+#: A tar whose first members are all something else is not searched further.
+_TAR_MEMBERS = 64
+
+__all__ = ["PLUGINS", "PREFIX_BYTES", "ConversionResult", "load", "plugins", "read_prefix", "detect", "detect_format"]
+
 
 def load(name: str) -> Optional[ModuleType]:
-    """The converter module for FORMAT `name`, or None if it is not part of this build."""
-    module_name = CONVERTERS[name]
+    """The plugin module for FORMAT `name`, or None if it is not part of this build (or broken)."""
+    module_name = PLUGINS[name]
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -51,16 +74,154 @@ def _report_broken(name: str, exc: BaseException) -> None:
     print(f"chakra: converter {name!r} unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def available() -> dict[str, ModuleType]:
-    return {name: mod for name in CONVERTERS if (mod := load(name)) is not None}
+def plugins() -> dict[str, ModuleType]:
+    """Every format of this build, in `PLUGINS` order."""
+    return {name: mod for name in PLUGINS if (mod := load(name)) is not None}
 
 
-def detect(path: Path) -> Optional[str]:
-    """FORMAT name of the first converter whose sniff accepts `path`."""
-    for name, mod in available().items():
-        try:
-            if mod.sniff(path):
-                return name
-        except OSError:
-            continue
-    return None
+# ---------------------------------------------------------------------------------------------
+# Reading an input's first bytes once
+
+
+class _Gunzip:
+    """A read-only stream of a gzip file's decompressed bytes that stops quietly at damage.
+
+    Output per call is bounded (max_length), so a small gzip bomb cannot blow up the sniff.
+    """
+
+    def __init__(self, raw: BinaryIO, first: bytes) -> None:
+        self._raw = raw
+        self._pending = first
+        self._inflate = zlib.decompressobj(31)
+        self._buf = b""
+        self._done = False
+
+    def _fill(self, want: int) -> None:
+        while len(self._buf) < want and not self._done:
+            data = self._inflate.unconsumed_tail or self._pending or self._raw.read(PREFIX_BYTES)
+            self._pending = b""
+            if not data:
+                self._done = True
+                break
+            try:
+                self._buf += self._inflate.decompress(data, want - len(self._buf))
+            except zlib.error:
+                self._done = True
+            if self._inflate.eof:
+                self._done = True
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = PREFIX_BYTES  # tarfile's stream mode asks in blocks; never read a whole file here
+        self._fill(n)
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+class _Chain:
+    """`head` followed by the rest of a stream (so the bytes already read are not read again)."""
+
+    def __init__(self, head: bytes, rest: Any) -> None:
+        self._head = head
+        self._rest = rest
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = PREFIX_BYTES
+        if self._head:
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        return self._rest.read(n)
+
+
+def _is_tar(head: bytes) -> bool:
+    return len(head) > 262 and head[257:262] == b"ustar"
+
+
+def _first_json_member(stream: Any, size: int) -> bytes:
+    """The first `size` bytes of the first .json (or .json.gz) member of a tar stream."""
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for i, member in enumerate(tar):
+                if i >= _TAR_MEMBERS:
+                    break
+                base = member.name.rsplit("/", 1)[-1]
+                # macOS AppleDouble files ("._x.json") ride along in tars made on a Mac.
+                if not member.isfile() or base.startswith("._") or not base.endswith((".json", ".json.gz")):
+                    continue
+                f = tar.extractfile(member)
+                if f is None:
+                    return b""
+                data = f.read(size)
+                if data[:2] == b"\x1f\x8b":
+                    import io
+
+                    data = _Gunzip(io.BytesIO(data), b"").read(size)
+                return data
+    except (tarfile.TarError, OSError, EOFError, ValueError):
+        pass
+    return b""
+
+
+def read_prefix(path: Path, size: int = PREFIX_BYTES) -> bytes:
+    """The first `size` bytes of the input every plugin's `accept` sees.
+
+    The file is read once from its start: a gzip file is decompressed as it is read (once), and a
+    tar (plain or gzipped) yields the start of its first .json member, since that is the trace the
+    formats that ship as tarballs (PyTorch ETs) hold. Unreadable input gives b"".
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(size)
+            stream: Any = f
+            if head[:2] == b"\x1f\x8b":
+                stream = _Gunzip(f, head)
+                head = stream.read(size)
+            if _is_tar(head):
+                return _first_json_member(_Chain(head, stream), size)
+            return head
+    except OSError:
+        return b""
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+
+
+def detect(path: Path) -> list[str]:
+    """Every format whose plugin accepts `path` (a folder asks the plugins that take folders)."""
+    path = Path(path)
+    found = []
+    if path.is_dir():
+        for name, mod in plugins().items():
+            accept_dir = getattr(mod, "accept_dir", None)
+            if accept_dir is not None and accept_dir(path):
+                found.append(name)
+        return found
+    prefix = read_prefix(path)
+    if not prefix:
+        return found
+    for name, mod in plugins().items():
+        if mod.accept(prefix):
+            found.append(name)
+    return found
+
+
+def detect_format(inputs: list[Path]) -> str:
+    """The one format every input is in, or an InputError saying which input is the problem."""
+    fmt: Optional[str] = None
+    for path in inputs:
+        if not Path(path).exists():
+            raise InputError(f"{path}: no such file")
+        found = detect(path)
+        if not found:
+            names = ", ".join(PLUGINS)
+            raise InputError(f"{path}: format not recognised (none of {names}); name it: chakra convert FORMAT ...")
+        if len(found) > 1:
+            raise InputError(f"{path}: could be any of {', '.join(found)}; name it: chakra convert FORMAT ...")
+        if fmt is not None and found[0] != fmt:
+            raise InputError(f"{path}: is {found[0]} but earlier inputs are {fmt}; convert them separately")
+        fmt = found[0]
+    if fmt is None:
+        raise InputError("no input given")
+    return fmt

@@ -1,46 +1,72 @@
-"""`chakra convert json`: JSON traces (our lossless form or the official feeder's form) -> .et."""
+"""`chakra convert json` and `chakra dejsonize`: JSON traces -> .et, one code path for both.
+
+The two JSON forms themselves (our lossless form and the official C++ feeder's `workload_graph`
+form) are read and written by `chakra.jsonform`; this module is the converter plugin that turns
+files in either form back into `.et` files.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Callable
 
-import typer
-
-from chakra.cli_common import QuietOption, handle_errors, info
-from chakra.errors import InputError
-from chakra.io import open_binary, rank_from_path, rank_path, write_trace
-from chakra.jsonform import read_json_trace
+from chakra.converters.result import ConversionResult
 
 NAME = "json"
 DESCRIPTION = "Chakra JSON traces: our lossless form (chakra jsonize) or the official C++ feeder's workload_graph form."
+EXTENSIONS = (".json", ".json.gz")
 
 
-def sniff(path: Path) -> bool:
-    if not Path(path).is_file():
-        return False
-    with open_binary(path) as f:
-        head = f.read(4096).lstrip()
+def accept(prefix: bytes) -> bool:
+    head = prefix[:4096].lstrip()
     return head[:1] == b"{" and (b'"chakra-et-json/' in head or b'"workload_graph"' in head)
 
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    written = []
-    seen: set[int] = set()
-    for i, path in enumerate(inputs):
-        trace = read_json_trace(path)
-        rank = trace.rank if trace.rank is not None else rank_from_path(path)
-        if rank is None:
-            rank = i
-        if rank in seen:
-            raise InputError(f"{path}: rank {rank} given twice; name files PREFIX.<rank>.json")
-        seen.add(rank)
-        trace.rank = rank
-        written.append(write_trace(rank_path(prefix, rank), trace))
-        info(f"{path} -> {written[-1]} ({len(trace.nodes):,} nodes)", quiet)
-    return written
+def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, quiet: bool = False) -> ConversionResult:
+    """Read each JSON trace and write it as `.et` at `output(source, rank)`.
+
+    The rank is the document's own, else the number in the file name, else the input's position.
+    """
+    from chakra.cli_common import info
+    from chakra.errors import InputError
+    from chakra.io import is_json_file, rank_from_path, write_trace
+    from chakra.jsonform import read_json_trace
+
+    written: list[Path] = []
+    for i, src in enumerate(Path(p) for p in sources):
+        if not src.is_file():
+            raise InputError(f"{src}: no such file")
+        if not is_json_file(src):
+            raise InputError(f"{src}: not a JSON trace (it does not start with {{ or [); .et files need no conversion")
+        trace = read_json_trace(src)
+        if trace.rank is None:
+            from_name = rank_from_path(src)
+            trace.rank = from_name if from_name is not None else i
+        dst = Path(output(src, trace.rank))
+        if dst in written:
+            raise InputError(
+                f"{src}: would overwrite {dst} (rank {trace.rank} given twice; name files PREFIX.<rank>.json)"
+            )
+        if dst.resolve() == src.resolve():
+            raise InputError(f"{src}: input and output are the same file")
+        written.append(write_trace(dst, trace))
+        info(f"wrote {dst} ({len(trace.nodes):,} nodes)", quiet)
+    return ConversionResult(written, {"written": [str(p) for p in written]}, [])
 
 
-def add_cli(app: typer.Typer) -> None:
+def convert(inputs: Sequence[Path], prefix: Path, *, quiet: bool = False) -> ConversionResult:
+    """Write PREFIX.<rank>.et for every JSON trace."""
+    from chakra.io import rank_path
+
+    return write_et(inputs, lambda _src, rank: rank_path(prefix, rank), quiet=quiet)
+
+
+def add_cli(app) -> None:
+    import typer
+
+    from chakra.cli_common import QuietOption, handle_errors
+
     @app.command(NAME, help=DESCRIPTION)
     def convert_json(
         inputs: list[Path] = typer.Argument(..., help="JSON trace files (rank from the document or the file name)."),
@@ -48,4 +74,4 @@ def add_cli(app: typer.Typer) -> None:
         quiet: bool = QuietOption,
     ) -> None:
         with handle_errors():
-            convert_paths(list(inputs), output, quiet=quiet)
+            convert(list(inputs), output, quiet=quiet)

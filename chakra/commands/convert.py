@@ -1,17 +1,46 @@
-"""`chakra convert FORMAT INPUT... -o PREFIX`: each converter registers its own FORMAT subcommand."""
+"""`chakra convert FORMAT INPUT... -o PREFIX`: one subcommand per converter plugin, plus `auto`.
+
+The format list, the help and `auto` come from the plugins' own declarations (NAME, DESCRIPTION,
+EXTENSIONS, accept) through the registry in chakra/converters/__init__.py; a format's command
+(with its own options) is imported only when it is run.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
 from chakra import converters
-from chakra.cli_common import QuietOption, handle_errors, info
-from chakra.errors import InputError
+from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+from chakra.cli_group import LazyGroup, command_from
+
+
+def describe(name: str) -> str:
+    """`DESCRIPTION (extensions)` of a format, as `chakra convert --help` lists it."""
+    module = converters.load(name)
+    if module is None:
+        return "(unavailable in this build)"
+    return f"{module.DESCRIPTION.rstrip('.')} ({', '.join(module.EXTENSIONS)})"
+
+
+class ConvertGroup(LazyGroup):
+    def lazy_names(self) -> list[str]:
+        return list(converters.PLUGINS)
+
+    def lazy_help(self, name: str) -> str:
+        return describe(name)
+
+    def lazy_load(self, name: str) -> Optional[Any]:
+        module = converters.load(name)
+        return None if module is None else command_from(module.add_cli, name)
+
 
 convert_app = typer.Typer(
-    help="Convert traces of other tools to Chakra: writes PREFIX.<rank>.et, one file per rank.",
+    cls=ConvertGroup,
+    help="Convert traces of other tools to Chakra: writes PREFIX.<rank>.et, one file per rank.\n\n"
+    "Name the format, or let [bold]auto[/] recognise it from the file contents.",
     no_args_is_help=True,
 )
 
@@ -21,35 +50,23 @@ def convert_auto(
     inputs: list[Path] = typer.Argument(..., help="Input files (or a folder, for BigSim logs)."),
     output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
     quiet: bool = QuietOption,
+    json_out: bool = JsonOption,
 ) -> None:
-    """Detect the input format from the file contents and convert with default options."""
+    """Recognise the format from the file contents (every format's sniff is asked) and convert with its defaults."""
     with handle_errors():
-        fmt = None
-        for path in inputs:
-            if not path.exists():
-                raise InputError(f"{path}: no such file")
-            found = converters.detect(path)
-            if found is None:
-                raise InputError(f"{path}: format not recognised; name it: chakra convert FORMAT ... (see --help)")
-            if fmt is not None and found != fmt:
-                raise InputError(f"{path}: is {found} but earlier inputs are {fmt}; convert them separately")
-            fmt = found
-        assert fmt is not None
-        info(f"detected format: [bold]{fmt}[/]", quiet)
+        fmt = converters.detect_format(list(inputs))
+        info(f"detected format: [bold]{fmt}[/]", quiet or json_out)
         module = converters.load(fmt)
-        assert module is not None
-        written = module.convert_paths(list(inputs), output, quiet=quiet)
-        for path in written:
+        assert module is not None  # detect_format only names formats that loaded
+        result = module.convert(list(inputs), output, quiet=quiet or json_out)
+        for message in result.warnings:
+            warn(message)
+        if json_out:
+            print_json({"format": fmt, "written": [str(p) for p in result.paths], "summary": result.summary})
+            return
+        for path in result.paths:
             info(f"wrote {path}", quiet)
 
 
 def register(app: typer.Typer) -> None:
-    for module in converters.available().values():
-        add_cli = getattr(module, "add_cli", None)
-        if add_cli is not None:  # a converter without a CLI yet is still usable from Python
-            add_cli(convert_app)
-    app.add_typer(
-        convert_app,
-        name="convert",
-        help="Convert PyTorch, Kineto, nsys, CUPTI, FlexFlow, BigSim, text or JSON traces to Chakra.",
-    )
+    app.add_typer(convert_app, name="convert")

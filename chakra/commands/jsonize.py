@@ -8,8 +8,7 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
-from chakra.errors import InputError
-from chakra.io import expand_trace_args, is_json_file, read_trace, write_trace
+from chakra.io import expand_trace_args, rank_path, read_trace, write_trace
 
 
 def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tuple[Path, Path, Optional[int]]]:
@@ -67,19 +66,20 @@ def dejsonize(
 ) -> None:
     """Turn JSON traces back into .et (also reads the official feeder's JSON form).
 
-    Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
+    The same conversion as [bold]chakra convert json[/]. Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
     """
+    from chakra.converters.chakra_json import write_et
+
     with handle_errors():
-        for src, dst, rank in _targets(inputs, output, ".et"):
-            if src == dst:
-                raise InputError(f"{src}: input and output are the same file")
-            if not is_json_file(src):
-                raise InputError(
-                    f"{src}: not a JSON trace (it does not start with {{ or [); .et files need no dejsonize"
-                )
-            trace = read_trace(src, rank=rank)
-            write_trace(dst, trace)
-            info(f"wrote {dst} ({len(trace.nodes):,} nodes)", quiet)
+        sources = [p for _, p in expand_trace_args(inputs)]
+        if output is None:
+            name = lambda src, _rank: src.with_name(_strip(src.name) + ".et")  # noqa: E731
+        elif len(sources) == 1 and output.name.endswith((".et", ".et.gz")):
+            name = lambda _src, _rank: output  # noqa: E731
+        else:  # several inputs: OUTPUT is a PREFIX (a trailing ".et" the user typed is not part of it)
+            prefix = Path(_strip(str(output)))
+            name = lambda _src, rank: rank_path(prefix, rank)  # noqa: E731
+        write_et(sources, name, quiet=quiet)
 
 
 def register(app: typer.Typer) -> None:

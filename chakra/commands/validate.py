@@ -6,7 +6,6 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
-from chakra.validate import ERROR, validate_traces
 
 
 def validate(
@@ -23,6 +22,8 @@ def validate(
 
     Example: [bold]chakra validate out/ddp2[/]
     """
+    from chakra.validate import ERROR, validate_traces  # here, so that `validate --help` stays fast
+
     with handle_errors():
         loaded = load_traces(traces, quiet)
         report = validate_traces(loaded, cross_rank=not no_cross_rank)

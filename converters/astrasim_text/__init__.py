@@ -6,63 +6,95 @@ following ASTRA-sim 1.0's training loops; this module is the `chakra convert tex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-import typer
-from chakra.converters.astrasim_text.build import TextConversion, _parse_dims, convert_text
-from chakra.converters.astrasim_text.parse import KEYWORDS, Workload, _content_lines, parse_text
+from chakra.converters.result import ConversionResult
 
-from chakra.errors import InputError
-from chakra.io import rank_path
+from chakra.errors import InputError, TraceFormatError
 
 NAME = "text"
 DESCRIPTION = "ASTRA-sim 1.0 text workload (DATA, MODEL, HYBRID_*, MICRO, ...)"
+EXTENSIONS = (".txt",)
 
-__all__ = ["DESCRIPTION", "NAME", "TextConversion", "add_cli", "convert_paths", "convert_text", "parse_text", "sniff"]
+#: Library names, imported on first use (build pulls in the protobuf schema).
+_LAZY = {
+    "TextConversion": "build",
+    "convert_text": "build",
+    "DEFAULT_MAX_NPUS": "build",
+    "Workload": "parse",
+    "parse_text": "parse",
+}
+
+__all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "convert", "add_cli", *_LAZY]
 
 
-def sniff(path: Path) -> bool:
+def accept(prefix: bytes) -> bool:
     """A text workload starts with a parallelism keyword, then a bare layer count."""
+    from chakra.converters.astrasim_text.parse import KEYWORDS, _content_lines
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    try:
-        text = head.decode("utf-8")
+        text = prefix[:4096].decode("utf-8")
     except UnicodeDecodeError:
         return False
-    lines = [toks for _, toks in _content_lines(text)][:2]
+    lines = []
+    for _, toks in _content_lines(text):
+        lines.append(toks)
+        if len(lines) == 2:
+            break
     return len(lines) == 2 and lines[0][0] in KEYWORDS and len(lines[1]) == 1 and lines[1][0].isdigit()
 
 
-def _npus_from_header(wl: Workload) -> Optional[int]:
-    value = wl.header.get("all_gpus")
-    if value:
-        try:
-            return int(value[0])
-        except ValueError:
-            return None
-    return None
+def convert(
+    inputs: Sequence[Path],
+    prefix: Path,
+    *,
+    npus: Optional[int] = None,
+    passes: int = 1,
+    dims: Optional[Sequence[int]] = None,
+    model_group: Optional[int] = None,
+    max_npus: Optional[int] = None,
+    quiet: bool = False,
+) -> ConversionResult:
+    """Convert one workload into PREFIX.<npu>.et (+ PREFIX.comm_groups.json).
 
+    Without `npus` the header must name the count (`all_gpus: N`); either way at most `max_npus`
+    trace files are written unless the limit is raised.
+    """
+    from chakra.converters.astrasim_text.build import DEFAULT_MAX_NPUS, convert_text
+    from chakra.converters.astrasim_text.parse import header_npus, parse_text
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    """Default conversion for `chakra convert auto`: needs the NPU count in the header (all_gpus:)."""
     if len(inputs) != 1:
         raise InputError("the text converter takes exactly one workload file")
-    wl = parse_text(Path(inputs[0]))
-    npus = _npus_from_header(wl)
+    path = Path(inputs[0])
+    limit = DEFAULT_MAX_NPUS if max_npus is None else max_npus
+    wl = parse_text(path)
     if npus is None:
-        raise InputError(
-            f"{inputs[0]}: a text workload does not say how many NPUs run it; "
-            f"use: chakra convert text {inputs[0]} --npus N -o {prefix}"
-        )
-    return convert_text(Path(inputs[0]), npus, text=wl.text).write(prefix)
+        npus = header_npus(wl)
+        if npus is None:
+            raise InputError(
+                f"{path}: a text workload does not say how many NPUs run it; "
+                f"use: chakra convert text {path} --npus N -o {prefix}"
+            )
+        if npus > limit:
+            raise TraceFormatError(
+                path,
+                f"all_gpus: {npus:,} would write {npus:,} trace files, above the limit of {limit:,}; "
+                f"to allow it: chakra convert text {path} --npus {npus} --max-npus {npus} -o {prefix}",
+                line=wl.header_line,
+            )
+    conv = convert_text(path, npus, passes, dims=dims, model_group=model_group, text=wl.text, max_npus=limit)
+    written = conv.write(Path(prefix))
+    return ConversionResult(written, {**conv.summary(), "written": [str(p) for p in written]}, list(conv.warnings))
 
 
-def add_cli(app: typer.Typer) -> None:
+def add_cli(app) -> None:
+    import typer
+    from chakra.converters.astrasim_text.build import DEFAULT_MAX_NPUS, _parse_dims
+
     from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+    from chakra.io import rank_path
 
     @app.command(NAME)
     def convert_text_cmd(
@@ -77,6 +109,9 @@ def add_cli(app: typer.Typer) -> None:
             None,
             "--model-group",
             help="Model-parallel group size (default: model_parallel_NPU_group from the header).",
+        ),
+        max_npus: int = typer.Option(
+            DEFAULT_MAX_NPUS, "--max-npus", help="Refuse to write more trace files than this (one per NPU)."
         ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
@@ -98,18 +133,29 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert text MLP_HybridParallel_Data_Model.txt --npus 16 --dims 4x4 -o out/mlp
         """
         with handle_errors():
-            conv = convert_text(workload, npus, passes, dims=_parse_dims(dims), model_group=model_group)
-            for message in conv.warnings:
+            result = convert(
+                [workload], output, npus=npus, passes=passes, dims=_parse_dims(dims), model_group=model_group,
+                max_npus=max_npus,
+            )  # fmt: skip
+            for message in result.warnings:
                 warn(message)
-            written = conv.write(output)
             if json_out:
-                print_json({**conv.summary(), "written": [str(p) for p in written]})
+                print_json(result.summary)
             else:
+                s = result.summary
                 info(
-                    f"{workload}: {conv.workload.keyword}, {len(conv.workload.layers)} layers -> "
-                    f"{npus} traces of {len(conv.nodes)} nodes ({passes} pass{'es' if passes > 1 else ''})",
+                    f"{workload}: {s['parallelism']}, {s['layers']} layers -> "
+                    f"{npus} traces of {s['nodes_per_rank']} nodes ({passes} pass{'es' if passes > 1 else ''})",
                     quiet,
                 )
                 info(f"wrote {rank_path(output, 0)} .. {rank_path(output, npus - 1)}", quiet)
-                if conv.groups.ids:
-                    info(f"wrote {output}.comm_groups.json ({len(conv.groups.ids)} process groups)", quiet)
+                if s["process_groups"]:
+                    info(f"wrote {output}.comm_groups.json ({s['process_groups']} process groups)", quiet)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"chakra.converters.astrasim_text.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,13 +29,25 @@ from pathlib import Path
 from typing import Optional
 
 import orjson
-from chakra.converters.astrasim_text.parse import COMM_TYPES, NONE, Workload, parse_text
+from chakra.converters.astrasim_text.parse import NONE, Workload, parse_text
 
 from chakra.errors import InputError, TraceFormatError
 from chakra.io import TraceWriter, atomic_output, rank_path
-from chakra.schema import NodeType, pb
+from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import set_attr
 from chakra.trace import Trace, make_metadata, make_node
+
+#: Text comm type -> Chakra collective. ALLREDUCEALLTOALL is ASTRA-sim 1.0's all-reduce done with
+#: all-to-all phases: the result is an all-reduce, so it is written as one (name kept in an attr).
+COLLECTIVES = {
+    "ALLREDUCE": CollectiveType.ALL_REDUCE,
+    "ALLGATHER": CollectiveType.ALL_GATHER,
+    "ALLTOALL": CollectiveType.ALL_TO_ALL,
+    "REDUCESCATTER": CollectiveType.REDUCE_SCATTER,
+    "ALLREDUCEALLTOALL": CollectiveType.ALL_REDUCE,
+}
+#: One trace file is written per NPU; a typo'd or fuzzed count must not fill a disk with them.
+DEFAULT_MAX_NPUS = 4096
 
 # ---------------------------------------------------------------------------------------------
 # Dimensions and process groups
@@ -214,7 +226,7 @@ class _Builder:
             return None
         attrs = {
             "is_cpu_op": False,
-            "comm_type": int(COMM_TYPES[ctype]),
+            "comm_type": int(COLLECTIVES[ctype]),
             "comm_size": size,
             "involved_dim": list(mask),
         }
@@ -501,10 +513,16 @@ def convert_text(
     dims: Optional[Sequence[int]] = None,
     model_group: Optional[int] = None,
     text: Optional[str] = None,
+    max_npus: int = DEFAULT_MAX_NPUS,
 ) -> TextConversion:
     """Parse and build the per-rank graph of a text workload (nothing is written)."""
     if npus < 1:
         raise InputError(f"--npus must be >= 1, got {npus}")
+    if npus > max_npus:
+        raise InputError(
+            f"{path}: --npus {npus:,} would write {npus:,} trace files, above the limit of {max_npus:,}; "
+            f"pass --max-npus {npus} to allow it"
+        )
     if passes < 1:
         raise InputError(f"--passes must be >= 1, got {passes}")
     wl = parse_text(Path(path), text)

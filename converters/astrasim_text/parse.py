@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Optional
 
 from chakra.errors import InputError, TraceFormatError
-from chakra.schema import CollectiveType
 
 #: Keywords of ASTRA-sim 1.0's `decode_parallelsim`.
 KEYWORDS = (
@@ -35,16 +34,11 @@ KEYWORDS = (
 #: Per-layer keywords HYBRID_CUSTOMIZED accepts (anything that decodes to a dimension split).
 LAYER_KEYWORDS = tuple(k for k in KEYWORDS if k != "HYBRID_CUSTOMIZED")
 
-#: Text comm type -> Chakra collective. ALLREDUCEALLTOALL is ASTRA-sim 1.0's all-reduce done with
-#: all-to-all phases: the result is an all-reduce, so it is written as one (name kept in an attr).
-COMM_TYPES = {
-    "ALLREDUCE": CollectiveType.ALL_REDUCE,
-    "ALLGATHER": CollectiveType.ALL_GATHER,
-    "ALLTOALL": CollectiveType.ALL_TO_ALL,
-    "REDUCESCATTER": CollectiveType.REDUCE_SCATTER,
-    "ALLREDUCEALLTOALL": CollectiveType.ALL_REDUCE,
-}
+#: Comm types of the text format (build.COLLECTIVES maps them to Chakra collectives).
+COMM_TYPES = ("ALLREDUCE", "ALLGATHER", "ALLTOALL", "REDUCESCATTER", "ALLREDUCEALLTOALL")
 NONE = "NONE"
+#: Sizes and times end up in int64/uint64 protobuf fields; anything larger cannot be written.
+INT64_MAX = 2**63 - 1
 LAYER_COLUMNS = 12
 LAYER_FIELDS = "name reserved fwd_comp fwd_type fwd_size ig_comp ig_type ig_size wg_comp wg_type wg_size update"
 
@@ -87,6 +81,7 @@ class Workload:
     model_group: Optional[int] = None  # HYBRID_TRANSFORMER*: model_parallel_NPU_group
     checkpoints: frozenset[int] = frozenset()
     checkpoint_initiates: frozenset[int] = frozenset()
+    header_line: int = 1  # line of the keyword and header options (after blank/comment lines)
 
 
 def _content_lines(text: str) -> Iterator[tuple[int, list[str]]]:
@@ -97,13 +92,15 @@ def _content_lines(text: str) -> Iterator[tuple[int, list[str]]]:
             yield number, line.split()
 
 
-def _int(path: Path, line: int, what: str, token: str, *, minimum: Optional[int] = 0) -> int:
+def _int(path: Path, line: int, what: str, token: str, *, minimum: Optional[int] = 0, maximum: int = INT64_MAX) -> int:
     try:
         value = int(token)
     except ValueError:
         raise TraceFormatError(path, f"{what} must be an integer, got {token!r}", line=line) from None
     if minimum is not None and value < minimum:
         raise TraceFormatError(path, f"{what} must be >= {minimum}, got {value}", line=line)
+    if value > maximum:
+        raise TraceFormatError(path, f"{what} must be at most {maximum}, got {value}", line=line)
     return value
 
 
@@ -162,7 +159,7 @@ def parse_text(path: Path, text: Optional[str] = None) -> Workload:
         raise TraceFormatError(
             path, f"unknown parallelism keyword {keyword!r} (expected one of {', '.join(KEYWORDS)})", line=hline
         )
-    wl = Workload(path=path, text=text, keyword=keyword, layers=[])
+    wl = Workload(path=path, text=text, keyword=keyword, layers=[], header_line=hline)
     extra = htoks[1:]
     if keyword.startswith("HYBRID_DLRM"):
         if not extra:
@@ -237,3 +234,11 @@ def parse_text(path: Path, text: Optional[str] = None) -> Workload:
         if bad:
             raise TraceFormatError(path, f"header '{what}:' names layer {bad[0]}, but there are {count}", line=hline)
     return wl
+
+
+def header_npus(wl: Workload) -> Optional[int]:
+    """The NPU count the header names (`all_gpus: N`), or None when it names none."""
+    value = wl.header.get("all_gpus")
+    if not value:
+        return None
+    return _int(wl.path, wl.header_line, "all_gpus", value[0], minimum=1)

@@ -3,33 +3,72 @@
 Reads binary `bgTrace` logs of every version 0-6 (sizes and byte order from each file's
 machineInfo header) and the ASCII detail dumps, and writes one trace per simulated processor
 (`proc = node*numWth + thread`). `read_timing_samples` reads `TRACEBIGSIM:` timing lines for
-interpolation models. See docs/bigsim.md.
+interpolation models. See docs/bigsim.md. This module is the converter plugin; the library names
+below are imported on first use so that listing the formats stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from chakra.converters.bigsim.binary import read_binary_logs, read_pe_file, read_summary
-from chakra.converters.bigsim.detail import read_detail_file, read_detail_logs
-from chakra.converters.bigsim.inputs import load_logs, sniff
-from chakra.converters.bigsim.model import BigSimLog, MachineInfo, MsgEntry, Seb, Summary
-from chakra.converters.bigsim.timing import TimingSample, parse_timing_line, read_param_files, read_timing_samples
-from chakra.converters.bigsim.translate import ConversionSummary, convert_log, iter_traces
-
-from chakra.io import TraceWriter, rank_path
+from chakra.converters.result import ConversionResult
 
 NAME = "bigsim"
 DESCRIPTION = "BigSim (Charm++) bgTrace logs, v0-6, or their ASCII detail dumps: one trace per simulated processor."
+EXTENSIONS = ("bgTrace*", "*.log", "a folder of them")
+
+#: Library name -> submodule that defines it.
+_LAZY = {
+    "read_binary_logs": "binary",
+    "read_pe_file": "binary",
+    "read_summary": "binary",
+    "ConversionSummary": "translate",
+    "convert_log": "translate",
+    "iter_traces": "translate",
+    "read_detail_file": "detail",
+    "read_detail_logs": "detail",
+    "load_logs": "inputs",
+    "BigSimLog": "model",
+    "MachineInfo": "model",
+    "MsgEntry": "model",
+    "Seb": "model",
+    "Summary": "model",
+    "TimingSample": "timing",
+    "parse_timing_line": "timing",
+    "read_param_files": "timing",
+    "read_timing_samples": "timing",
+}
 
 
-def write_traces(log: BigSimLog, prefix: Path, *, serialize: bool = False, quiet: bool = True) -> ConversionSummary:
+def accept(prefix: bytes) -> bool:
+    """A binary bgTrace log (PUP magic at byte 0) or a detail dump (its first line is an SEB header)."""
+    from chakra.converters.bigsim.detail import HEAD_RE
+    from chakra.converters.bigsim.layout import MAGIC
+
+    if prefix[:4] == MAGIC:
+        return True
+    first = next((line for line in prefix[:4096].decode("latin-1").splitlines() if line.strip()), "")
+    return bool(HEAD_RE.match(first))
+
+
+def accept_dir(path: Path) -> bool:
+    """A folder holding a bgTrace summary or detail dumps."""
+    from chakra.converters.bigsim.inputs import sniff
+
+    return sniff(path)
+
+
+def write_traces(log: Any, prefix: Path, *, serialize: bool = False, quiet: bool = True) -> Any:
     """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory)."""
-    from chakra.cli_common import make_progress
+    from chakra.converters.bigsim.translate import convert_log, iter_traces
 
-    summary: Optional[ConversionSummary] = None
+    from chakra.cli_common import make_progress
+    from chakra.io import TraceWriter, rank_path
+
+    summary = None
     with make_progress(quiet) as progress:
         task = progress.add_task("writing traces", total=log.total_procs)
         for trace, summary in iter_traces(log, serialize=serialize):
@@ -53,16 +92,13 @@ def convert(
     workers_per_node: Optional[int] = None,
     serialize: bool = False,
     quiet: bool = True,
-) -> ConversionSummary:
-    """Library entry point: read the logs the inputs name, write PREFIX.<proc>.et, return a summary."""
+) -> ConversionResult:
+    """Read the logs the inputs name, write PREFIX.<proc>.et; the summary is `ConversionSummary.to_json()`."""
+    from chakra.converters.bigsim.inputs import load_logs
+
     log = load_logs([Path(p) for p in inputs], prefer_detail=prefer_detail, workers_per_node=workers_per_node)
-    return write_traces(log, Path(prefix), serialize=serialize, quiet=quiet)
-
-
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    """Registry hook (`chakra convert auto`): default options."""
-    summary = convert(inputs, prefix, quiet=quiet)
-    return [Path(p) for p in summary.outputs]
+    summary = write_traces(log, Path(prefix), serialize=serialize, quiet=quiet)
+    return ConversionResult([Path(p) for p in summary.outputs], summary.to_json(), list(summary.notes))
 
 
 def add_cli(app) -> None:
@@ -71,30 +107,11 @@ def add_cli(app) -> None:
     register(app)
 
 
-__all__ = [
-    "NAME",
-    "DESCRIPTION",
-    "sniff",
-    "convert",
-    "convert_paths",
-    "add_cli",
-    "write_traces",
-    "load_logs",
-    "convert_log",
-    "iter_traces",
-    "read_binary_logs",
-    "read_summary",
-    "read_pe_file",
-    "read_detail_logs",
-    "read_detail_file",
-    "read_timing_samples",
-    "read_param_files",
-    "parse_timing_line",
-    "TimingSample",
-    "ConversionSummary",
-    "BigSimLog",
-    "MachineInfo",
-    "MsgEntry",
-    "Seb",
-    "Summary",
-]
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"chakra.converters.bigsim.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "accept_dir", "convert", "add_cli", "write_traces",
+           *_LAZY]  # fmt: skip

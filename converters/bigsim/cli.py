@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         from chakra.converters.bigsim import convert
 
         with handle_errors():
-            summary = convert(
+            result = convert(
                 inputs,
                 output,
                 prefer_detail=detail,
@@ -56,16 +56,17 @@ def register(app: typer.Typer) -> None:
                 serialize=serialize,
                 quiet=quiet or json_out,
             )
-            for note in summary.notes:
+            for note in result.warnings:
                 warn(note)
             if json_out:
-                print_json(summary.to_json())
+                print_json(result.summary)
                 return
-            version = f"v{summary.version}" if summary.version is not None else "unknown version"
+            s = result.summary
+            version = f"v{s['version']}" if s["version"] is not None else "unknown version"
             info(
-                f"{summary.source} logs ({version}): {summary.procs} procs, {summary.sebs:,} SEBs, "
-                f"{summary.messages:,} messages ({summary.broadcast_entries} broadcast entries), "
-                f"{summary.collectives} collectives -> {summary.nodes:,} nodes in {len(summary.outputs)} files "
+                f"{s['source']} logs ({version}): {s['procs']} procs, {s['sebs']:,} SEBs, "
+                f"{s['messages']:,} messages ({s['broadcast_entries']} broadcast entries), "
+                f"{s['collectives']} collectives -> {s['nodes']:,} nodes in {len(result.paths)} files "
                 f"{output}.<proc>.et",
                 quiet,
             )

@@ -1,53 +1,53 @@
 """CUPTI activity records (JSON) -> Chakra, through the same Daydream graph builder as nsys.
 
 The records format (JSON Lines, a JSON array, or {"records": [...]}, one flat object per CUPTI
-activity record with a `kind`) is described in docs/nsys.md. Each input file is loaded into a
-temporary SQLite file shaped like an nsys export and converted like one; ranks are numbered
-across files in the order given.
+activity record with a `kind`) is described in docs/nsys.md; `records` reads and writes it. Each
+input file is loaded into a temporary SQLite file shaped like an nsys export and converted like
+one; ranks are numbered across files in the order given. This module is the converter plugin.
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Callable, Optional
 
-import typer
-from chakra.converters.cupti.records import load_cupti_records
-from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption
-from chakra.converters.nsys.driver import ConvertResult, convert_reports
+from chakra.converters.result import ConversionResult
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors
 from chakra.errors import InputError
 
 NAME = "cupti"
 DESCRIPTION = "CUPTI activity records as JSON (Daydream-style: kernels, memcpy, runtime/driver API, sync, NVTX)"
+EXTENSIONS = (".json", ".jsonl")
 
 _KINDS = b"HEADER|RUNTIME|DRIVER|KERNEL|CONCURRENT_KERNEL|MEMCPY|MEMSET|SYNCHRONIZATION|CUDA_EVENT|MARKER|STREAM|DEVICE"
 _KIND = re.compile(rb'"kind"\s*:\s*"(' + _KINDS + rb')"', re.I)
 
 
-def sniff(path: Path) -> bool:
-    """A JSON file whose first bytes hold a record with a CUPTI activity `kind`."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    stripped = head.lstrip()
-    return stripped[:1] in (b"{", b"[") and _KIND.search(head) is not None
+def accept(prefix: bytes) -> bool:
+    """A JSON document whose first bytes hold a record with a CUPTI activity `kind`."""
+    head = prefix[:4096]
+    return head.lstrip()[:1] in (b"{", b"[") and _KIND.search(head) is not None
 
 
 def convert_records(
-    inputs: list[Path],
+    inputs: Sequence[Path],
     prefix: Path,
     *,
     per: str = "device",
     gaps: bool = True,
     copy_engine_order: bool = True,
-    progress=None,
-) -> ConvertResult:
-    """Convert CUPTI JSON record files: load each into a temporary nsys-shaped SQLite, then build the graph."""
+    progress: Optional[Callable[[str, int], None]] = None,
+) -> Any:
+    """Convert CUPTI JSON record files: load each into a temporary nsys-shaped SQLite, then build the graph.
+
+    Returns the nsys `ConvertResult` (library use); `convert` wraps it as the plugin result.
+    """
+    from chakra.converters.cupti.records import load_cupti_records
+    from chakra.converters.nsys.driver import convert_reports
+
     for p in inputs:
         if not Path(p).is_file():
             raise InputError(f"{p}: no such file")
@@ -68,39 +68,26 @@ def convert_records(
         )
 
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    return convert_records(inputs, prefix).paths
+def convert(
+    inputs: Sequence[Path],
+    prefix: Path,
+    *,
+    per: str = "device",
+    gaps: bool = True,
+    copy_engine_order: bool = True,
+    progress: Optional[Callable[[str, int], None]] = None,
+    quiet: bool = False,
+) -> ConversionResult:
+    """Convert CUPTI record files with the nsys task graph (same options as `convert nsys`)."""
+    from chakra.converters.nsys import result_of
+
+    return result_of(
+        convert_records(inputs, Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
+                        progress=progress)
+    )  # fmt: skip
 
 
-def add_cli(app: typer.Typer) -> None:
-    @app.command(NAME)
-    def convert_cupti(
-        inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
-        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
-        per: Per = PerOption,
-        gaps: bool = GapsOption,
-        engine: bool = EngineOption,
-        quiet: bool = QuietOption,
-        as_json: bool = JsonOption,
-    ) -> None:
-        """Convert CUPTI activity records (JSON) to Chakra with the same task graph as `convert nsys`.
+def add_cli(app) -> None:
+    from chakra.converters.cupti.cli import register
 
-        One record per line, e.g.
-
-          {"kind": "RUNTIME", "name": "cudaLaunchKernel", "start": 100, "end": 900,
-           "processId": 7, "threadId": 7, "correlationId": 5}
-          {"kind": "KERNEL", "name": "gemm", "start": 1000, "end": 5000,
-           "deviceId": 0, "streamId": 7, "correlationId": 5}
-
-        Example: chakra convert cupti records.json -o out/job   (see docs/nsys.md for every field)
-        """
-        from chakra.converters.nsys.cli import report, run_with_progress
-
-        with handle_errors():
-            result = run_with_progress(
-                lambda cb: convert_records(
-                    inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb
-                ),
-                quiet or as_json,
-            )
-            report(result, quiet, as_json)
+    register(app)

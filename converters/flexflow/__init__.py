@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from chakra.converters.result import ConversionResult
 
 from chakra.errors import InputError
 from chakra.io import write_rank_traces
@@ -24,6 +25,7 @@ from .taskgraph import TaskGraph, read_taskgraph
 
 NAME = "flexflow"
 DESCRIPTION = "FlexFlow simulated task graph (.dot from --taskgraph, or the legacy npu= labels)"
+EXTENSIONS = (".dot",)
 
 __all__ = [
     "NAME",
@@ -33,8 +35,9 @@ __all__ = [
     "parse_dot",
     "parse_placement",
     "read_taskgraph",
-    "sniff",
-    "convert_paths",
+    "EXTENSIONS",
+    "accept",
+    "convert",
     "add_cli",
     "DotGraph",
     "TaskGraph",
@@ -129,27 +132,30 @@ def convert_flexflow(
     return FlexFlowConversion(tg, lowered, how, warnings)
 
 
-def sniff(path: Path) -> bool:
+def accept(prefix: bytes) -> bool:
     """A digraph whose record labels look like FlexFlow tasks (or legacy npu= labels)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8192).decode("utf-8", errors="replace")
-    except OSError:
-        return False
+    head = prefix[:8192].decode("utf-8", errors="replace")
     return bool(_SNIFF_DIGRAPH.search(head) and _SNIFF_LABEL.search(head))
 
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    """Default conversion (no placement: an upstream export lands on one NPU, with a warning)."""
+def convert(
+    inputs: list[Path],
+    prefix: Path,
+    *,
+    placement: Optional[str] = None,
+    npus: Optional[int] = None,
+    bandwidth_gbps: Optional[float] = None,
+    latency_us: float = 0.0,
+    quiet: bool = False,
+) -> ConversionResult:
+    """Convert one task-graph .dot file (without a placement an upstream export lands on one NPU, with a warning)."""
     if len(inputs) != 1:
         raise InputError("the FlexFlow converter takes exactly one task-graph .dot file")
-    conv = convert_flexflow(Path(inputs[0]))
-    if not quiet:
-        from chakra.cli_common import warn
-
-        for message in conv.warnings:
-            warn(message)
-    return conv.write(prefix)
+    conv = convert_flexflow(
+        Path(inputs[0]), placement=placement, npus=npus, bandwidth_gbps=bandwidth_gbps, latency_us=latency_us
+    )
+    written = conv.write(Path(prefix))
+    return ConversionResult(written, {**conv.summary(), "written": [str(p) for p in written]}, list(conv.warnings))
 
 
 def add_cli(app: typer.Typer) -> None:
@@ -188,16 +194,16 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert flexflow legacy_npu_graph.dot -o out/ff
         """
         with handle_errors():
-            conv = convert_flexflow(
-                taskgraph, placement=placement, npus=npus, bandwidth_gbps=bandwidth, latency_us=latency
+            result = convert(
+                [taskgraph], output, placement=placement, npus=npus, bandwidth_gbps=bandwidth, latency_us=latency
             )
-            for message in conv.warnings:
+            for message in result.warnings:
                 warn(message)
-            written = conv.write(output)
+            written = result.paths
             if json_out:
-                print_json({**conv.summary(), "written": [str(p) for p in written]})
+                print_json(result.summary)
             else:
-                s = conv.summary()
+                s = result.summary
                 info(
                     f"{taskgraph}: {s['variant']} task graph, {s['tasks']} tasks -> {s['npus']} traces "
                     f"({s['compute_nodes']} compute nodes, {s['messages']} messages, "

@@ -1,48 +1,71 @@
 """Nsight Systems SQLite reports -> Chakra: Daydream's kernel-level dependency graph, one trace per GPU.
 
 `chakra convert nsys REPORT.sqlite... -o PREFIX [--per device|process]`. The library entry point is
-`convert_reports`; `export_cupti_records` writes a report as CUPTI JSON records (see docs/nsys.md).
+`convert_reports`; `chakra.converters.cupti.records.export_cupti_records` writes a report as CUPTI
+JSON records (see docs/nsys.md). This module is the converter plugin; the library names are
+imported on first use so that listing the formats stays cheap.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Callable, Optional
 
-from chakra.converters.nsys.cli import add_cli
-from chakra.converters.nsys.driver import ConvertResult, RankSummary, convert_reports
-from chakra.converters.nsys.schema import ACTIVITY_TABLES, META_TABLES, connect, is_sqlite
+from chakra.converters.result import ConversionResult
 
 NAME = "nsys"
 DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite): kernels, copies, CUDA API, NVTX, NCCL"
+EXTENSIONS = (".sqlite",)
 
-__all__ = [
-    "NAME",
-    "DESCRIPTION",
-    "sniff",
-    "convert_paths",
-    "add_cli",
-    "convert_reports",
-    "ConvertResult",
-    "RankSummary",
-]
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_LAZY = {"convert_reports": "driver", "ConvertResult": "driver", "RankSummary": "driver"}
+
+__all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "convert", "add_cli", "convert_reports", "ConvertResult",
+           "RankSummary"]  # fmt: skip
 
 
-def sniff(path: Path) -> bool:
-    """An SQLite file with an nsys metadata table or CUPTI activity tables."""
-    path = Path(path)
-    if not path.is_file() or not is_sqlite(path):
-        return False
-    try:
-        conn = connect(path)
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return False
-    return bool(names & set(META_TABLES)) or bool(names & set(ACTIVITY_TABLES))
+def accept(prefix: bytes) -> bool:
+    """An SQLite database: nsys exports are the only SQLite input a converter takes (the tables
+    are checked when it is opened, with an error naming what is missing)."""
+    return prefix.startswith(_SQLITE_MAGIC)
 
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    return convert_reports(inputs, prefix).paths
+def result_of(result: Any) -> ConversionResult:
+    """An nsys `ConvertResult` as the plugin result (shared with the CUPTI plugin)."""
+    warnings = [f"{n} {msg}" for msg, n in result.warnings.items()]
+    return ConversionResult(list(result.paths), result.as_dict(), warnings)
+
+
+def convert(
+    inputs: Sequence[Path],
+    prefix: Path,
+    *,
+    per: str = "device",
+    gaps: bool = True,
+    copy_engine_order: bool = True,
+    progress: Optional[Callable[[str, int], None]] = None,
+    quiet: bool = False,
+) -> ConversionResult:
+    """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
+    from chakra.converters.nsys.driver import convert_reports
+
+    result = convert_reports(
+        [Path(p) for p in inputs], Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
+        progress=progress,
+    )  # fmt: skip
+    return result_of(result)
+
+
+def add_cli(app) -> None:
+    from chakra.converters.nsys.cli import add_cli as register
+
+    register(app)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"chakra.converters.nsys.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import typer
+from chakra.converters.result import ConversionResult
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json, warn
 
@@ -47,13 +48,11 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert nsys report1.sqlite -o out/job           # out/job.0.et, one file per GPU
           chakra convert nsys a.sqlite b.sqlite -o job --per process
         """
-        from chakra.converters.nsys.driver import convert_reports
+        from chakra.converters.nsys import convert
 
         with handle_errors():
             result = run_with_progress(
-                lambda cb: convert_reports(
-                    inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb
-                ),
+                lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,
             )
             report(result, quiet, as_json)
@@ -73,11 +72,12 @@ def run_with_progress(fn: Callable, quiet: bool):
         return fn(cb)
 
 
-def report(result, quiet: bool, as_json: bool) -> None:
-    for msg, n in result.warnings.items():
-        warn(f"{n} {msg}")
+def report(result: ConversionResult, quiet: bool, as_json: bool) -> None:
+    """Warnings, then a per-rank table (or the summary as JSON) of an nsys or CUPTI conversion."""
+    for message in result.warnings:
+        warn(message)
     if as_json:
-        print_json(result.as_dict())
+        print_json(result.summary)
         return
     if quiet:
         return
@@ -86,25 +86,24 @@ def report(result, quiet: bool, as_json: bool) -> None:
     table = Table(title="converted", show_lines=False)
     for col in ("rank", "source", "of", "nodes", "API", "kernels", "copies", "memsets", "gaps", "coll", "span ms"):
         table.add_column(col, justify="left" if col in ("source", "of") else "right")
-    for r in result.ranks:
-        d = r.as_dict()
+    for d in result.summary["ranks"]:
         t = d["tasks"]
         table.add_row(
-            str(r.rank),
-            r.source.name,
-            r.key,
-            str(r.nodes),
+            str(d["rank"]),
+            Path(d["source"]).name,
+            d["key"],
+            str(d["nodes"]),
             str(t["runtime"] + t["driver"]),
             str(t["kernel"]),
             str(t["memcpy"]),
             str(t["memset"]),
             str(t["gap_nodes"]),
             str(d["collectives"]),
-            f"{r.span_us / 1000:.3f}",
+            f"{d['span_us'] / 1000:.3f}",
         )
     console.print(table)
-    for r in result.ranks:
-        edges = ", ".join(f"{k} {v}" for k, v in r.as_dict()["edges"].items() if v)
-        info(f"rank {r.rank} dependencies: {edges or 'none'}", quiet)
+    for d in result.summary["ranks"]:
+        edges = ", ".join(f"{k} {v}" for k, v in d["edges"].items() if v)
+        info(f"rank {d['rank']} dependencies: {edges or 'none'}", quiet)
     for path in result.paths:
         info(f"wrote {path}", quiet)

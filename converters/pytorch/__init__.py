@@ -8,57 +8,79 @@ Library use::
 Module map: `et` (ET loading, versions), `chakra.converters.kineto.trace` (Kineto loading), `link` (ET<->Kineto,
 GPU launchers), `comms` + `commmap` (collectives and p2p), `roofline`, `dag` (timeline and
 dependencies), `emit` (protobuf nodes), `driver` (per-rank + multi-rank driver), `summary`, `cli`.
+This module is the converter plugin (contract in chakra/converters/__init__.py); the library names
+above are imported on first use so that listing the formats stays cheap.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from .cli import add_cli
-from .driver import Options, convert_files, convert_rank, gather_inputs
-from .et import is_tar, sniff_et_head
+from chakra.converters.result import ConversionResult
 
 NAME = "pytorch"
 DESCRIPTION = "PyTorch Execution Trace JSON (1.0.1 ... 1.1.1-chakra.1.0.0), optionally with its Kineto trace"
+EXTENSIONS = (".json", ".json.gz", ".tar.gz", ".tgz")
+
+_LAZY = {
+    "convert_files": "driver",
+    "convert_rank": "driver",
+    "gather_inputs": "driver",
+    "Options": "driver",
+    "sniff_et_head": "et",
+}
 
 
-def _head(path: Path, n: int = 65536) -> bytes:
-    import gzip
-    import io
-    import tarfile
-
-    with open(path, "rb") as f:
-        raw = f.read(n)
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as g:
-                raw = g.read(n)
-        except (OSError, EOFError):
-            return b""
-        if is_tar(raw):
-            try:
-                with tarfile.open(path, "r:gz") as tar:
-                    for m in tar:
-                        base = m.name.rsplit("/", 1)[-1]
-                        if m.isfile() and base.endswith(".json") and not base.startswith("._"):
-                            f2 = tar.extractfile(m)
-                            return f2.read(n) if f2 else b""
-            except (tarfile.TarError, OSError, EOFError):
-                return b""
-            return b""
-    _ = io  # keep import local and explicit
-    return raw
-
-
-def sniff(path: Path) -> bool:
+def accept(prefix: bytes) -> bool:
     """An ET: a JSON object that starts with its 'schema' key and holds 'nodes'."""
-    return sniff_et_head(_head(Path(path)))
+    from chakra.converters.pytorch.et import sniff_et_head
+
+    return sniff_et_head(prefix)
 
 
-def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
-    """Default conversion (Kineto files among the inputs are paired with the ETs by rank)."""
-    return [Path(s["output"]) for s in convert_files(inputs, [], prefix)]
+def result_of(summaries: list[dict[str, Any]]) -> ConversionResult:
+    """Per-rank summaries of `convert_files` as the plugin result (shared with the Kineto plugin)."""
+    warnings = [f"rank {s['rank']}: {w}" for s in summaries for w in s.get("warnings", [])]
+    return ConversionResult([Path(s["output"]) for s in summaries], summaries, warnings)
 
 
-__all__ = ["NAME", "DESCRIPTION", "sniff", "convert_paths", "add_cli", "convert_files", "convert_rank", "Options",
-           "gather_inputs"]  # fmt: skip
+def convert(
+    inputs: Sequence[Path],
+    prefix: Path,
+    *,
+    kineto: Sequence[Path] = (),
+    gap_min_us: float = 1.0,
+    io: bool = True,
+    jobs: int = 0,
+    quiet: bool = False,
+) -> ConversionResult:
+    """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank)."""
+    from chakra.converters.pytorch.driver import Options, convert_files
+
+    from chakra.errors import InputError
+
+    for p in [*inputs, *kineto]:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such file")
+    options = Options(gap_min_us=gap_min_us, io=io, jobs=jobs)
+    return result_of(convert_files([Path(p) for p in inputs], [Path(p) for p in kineto], Path(prefix), options))
+
+
+def add_cli(app) -> None:
+    from chakra.converters.pytorch.cli import add_cli as register
+
+    register(app)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"chakra.converters.pytorch.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "convert", "add_cli", "convert_files", "convert_rank",
+           "Options", "gather_inputs"]  # fmt: skip

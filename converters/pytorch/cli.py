@@ -6,25 +6,19 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from chakra.converters.result import ConversionResult
 
 from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, print_json
-from chakra.errors import InputError
-
-from .driver import Options, convert_files
-from .summary import render
 
 
-def _run(ets: list[Path], kinetos: list[Path], output: Path, gap_min: float, no_io: bool, jobs: int,
-         quiet: bool, json_out: bool) -> None:  # fmt: skip
-    with handle_errors():
-        for p in [*ets, *kinetos]:
-            if not p.exists():
-                raise InputError(f"{p}: no such file")
-        summaries = convert_files(ets, kinetos, output, Options(gap_min_us=gap_min, io=not no_io, jobs=jobs))
-        if json_out:
-            print_json(summaries)
-        elif not quiet:
-            render(summaries, err_console)
+def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
+    """Per-rank summary tables (their warnings included), or the summaries as JSON."""
+    if json_out:
+        print_json(result.summary)
+    elif not quiet:
+        from .summary import render
+
+        render(result.summary, err_console)
 
 
 def add_cli(app: typer.Typer) -> None:
@@ -50,7 +44,11 @@ def add_cli(app: typer.Typer) -> None:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
         """
-        _run(inputs, list(kineto or []), output, gap_min, no_io, jobs, quiet, json_out)
+        from chakra.converters.pytorch import convert
+
+        with handle_errors():
+            result = convert(inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs)
+            show(result, quiet, json_out)
 
 
 def add_kineto_cli(app: typer.Typer) -> None:
@@ -70,4 +68,7 @@ def add_kineto_cli(app: typer.Typer) -> None:
 
           chakra convert kineto rank0.pt.trace.json.gz rank1.pt.trace.json.gz -o out/run
         """
-        _run([], inputs, output, gap_min, True, jobs, quiet, json_out)
+        from chakra.converters.kineto import convert
+
+        with handle_errors():
+            show(convert(inputs, output, gap_min_us=gap_min, jobs=jobs), quiet, json_out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from chakra.converters import cupti
+from chakra.converters import cupti, detect
 from chakra.converters.cupti.records import export_cupti_records
 from chakra.converters.nsys import convert_reports
 
@@ -34,7 +34,7 @@ def test_both_paths_give_the_same_graph(samples_dir, tmp_path, sample):
     records = tmp_path / "records.json"
     n = export_cupti_records(src, records)
     assert n > 20
-    assert cupti.sniff(records)
+    assert detect(records) == ["cupti"]
     convert_reports([src], tmp_path / "direct")
     result = cupti.convert_records([records], tmp_path / "via")
     direct, via = read_trace(tmp_path / "direct.0.et"), read_trace(tmp_path / "via.0.et")
@@ -56,7 +56,7 @@ def test_array_and_object_forms(samples_dir, tmp_path):
     obj.write_bytes(orjson.dumps({"format": "chakra-cupti-records", "records": recs}, option=orjson.OPT_INDENT_2))
     views = []
     for i, path in enumerate((lines, arr, obj)):
-        assert cupti.sniff(path)
+        assert detect(path) == ["cupti"]
         cupti.convert_records([path], tmp_path / f"o{i}")
         views.append(node_view(read_trace(tmp_path / f"o{i}.0.et")))
     assert views[0] == views[1] == views[2]
@@ -125,4 +125,4 @@ def test_records_without_cuda_activity(tmp_path):
 def test_sniff_rejects_other_json(tmp_path):
     other = tmp_path / "trace.json"
     other.write_text('{"traceEvents": [{"ph": "X", "name": "k"}]}')
-    assert not cupti.sniff(other)
+    assert detect(other) == ["kineto"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from chakra.converters import detect
 from chakra.converters import flexflow as ff
 
 from chakra.errors import ChakraError, ConfigError, TraceFormatError
@@ -181,11 +182,11 @@ def test_cli_writes_ranks(tmp_path: Path, run_cli) -> None:
 
 
 def test_sniff_and_auto(tmp_path: Path) -> None:
-    assert ff.sniff(DP2) and ff.sniff(MP2) and ff.sniff(LEGACY)
+    assert detect(DP2) == detect(MP2) == detect(LEGACY) == ["flexflow"]
     txt = tmp_path / "w.txt"
     txt.write_text("DATA\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
-    assert not ff.sniff(txt)
-    written = ff.convert_paths([MP2], tmp_path / "auto", quiet=True)
+    assert detect(txt) == ["text"]
+    written = ff.convert([MP2], tmp_path / "auto", quiet=True).paths
     assert [p.name for p in written] == ["auto.0.et"]
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gzip
 
 import orjson
-from chakra.converters import kineto
-from chakra.converters.pytorch import sniff as sniff_et
+from chakra.converters import detect, kineto
 from chakra.converters.pytorch.comms import dtype_bytes, nccl_kernel_coll
 
 from chakra.io import read_trace
@@ -22,13 +21,13 @@ def _events(path):
 def test_sniff_tells_kineto_from_et(samples_dir):
     kin = samples_dir / "kineto" / "hta_nccl_data.json.gz"
     et = samples_dir / "pytorch" / "mlp" / "et.0.json"
-    assert kineto.sniff(kin) and not sniff_et(kin)
-    assert sniff_et(et) and not kineto.sniff(et)
+    assert detect(kin) == ["kineto"]
+    assert detect(et) == ["pytorch"]
 
 
 def test_nccl_ddp_kernels_become_collectives_with_kineto_sizes(samples_dir, tmp_path):
     path = samples_dir / "kineto" / "hta_nccl_data.json.gz"
-    (out,) = kineto.convert_paths([path], tmp_path / "nccl")
+    (out,) = kineto.convert([path], tmp_path / "nccl").paths
     assert out.name == "nccl.0.et"  # rank from distributedInfo
     trace = read_trace(out)
     events = _events(path)
@@ -49,7 +48,7 @@ def test_nccl_ddp_kernels_become_collectives_with_kineto_sizes(samples_dir, tmp_
 
 def test_event_sync_makes_host_wait_for_gpu(samples_dir, tmp_path):
     path = samples_dir / "kineto" / "hta_event_sync_trace.json.gz"
-    (out,) = kineto.convert_paths([path], tmp_path / "sync")
+    (out,) = kineto.convert([path], tmp_path / "sync").paths
     trace = read_trace(out)
     ids = trace.by_id()
     syncs = [e for e in _events(path) if e.get("cat") == "cuda_sync"]
@@ -62,7 +61,7 @@ def test_event_sync_makes_host_wait_for_gpu(samples_dir, tmp_path):
 
 def test_triton_kernel_launched_by_driver_api(samples_dir, tmp_path):
     path = samples_dir / "kineto" / "hta_triton_example.json.gz"
-    (out,) = kineto.convert_paths([path], tmp_path / "tri")
+    (out,) = kineto.convert([path], tmp_path / "tri").paths
     trace = read_trace(out)
     kernels = [n for n in trace.nodes if get_attr(n, "is_cpu_op") is False]
     assert kernels and all(n.data_deps for n in kernels)
@@ -86,7 +85,7 @@ def test_nccl_ddp_replay_matches_the_trace_span(samples_dir, tmp_path):
     from chakra.graph import critical_path
 
     path = samples_dir / "kineto" / "hta_nccl_data.json.gz"
-    (out,) = kineto.convert_paths([path], tmp_path / "nccl")
+    (out,) = kineto.convert([path], tmp_path / "nccl").paths
     trace = read_trace(out)
     events = [e for e in _events(path) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "kernel",
               "gpu_memcpy", "gpu_memset")]  # fmt: skip

@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from chakra.converters import nsys
+from chakra.converters import detect
 from chakra.converters.nsys import convert_reports
 
 from chakra.graph import critical_path
@@ -251,8 +251,8 @@ def test_metadata_names_version_and_device(converted):
 
 def test_cli_convert_and_sniff(samples_dir, tmp_path, run_cli):
     src = samples_dir / S2026
-    assert nsys.sniff(src)
-    assert not nsys.sniff(samples_dir / "SOURCES.md")
+    assert detect(src) == ["nsys"]
+    assert detect(samples_dir / "SOURCES.md") == []
     res = run_cli("convert", "nsys", str(src), "-o", str(tmp_path / "c"), "--json")
     assert res.exit_code == 0, res.stderr
     import orjson

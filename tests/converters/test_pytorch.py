@@ -9,7 +9,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from chakra.converters.pytorch import convert_files, sniff
+from chakra.converters import detect
+from chakra.converters.pytorch import convert_files
 from chakra.converters.pytorch.comms import nccl_kernel_coll
 
 from chakra.graph import critical_path
@@ -371,7 +372,7 @@ ET_SAMPLES = [
 @pytest.mark.parametrize("name", ET_SAMPLES)
 def test_every_et_sample_converts_and_validates(samples_dir, tmp_path, name):
     path = samples_dir / "pytorch_et" / name
-    assert sniff(path)
+    assert detect(path) == ["pytorch"]
     (summary,) = convert_files([path], [], tmp_path / "out")
     trace = read_trace(summary["output"])
     assert summary["nodes"] == len(trace.nodes) > 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from chakra.converters import astrasim_text as text_conv
+from chakra.converters import detect
 
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.graph import critical_path
@@ -216,13 +217,13 @@ def test_missing_layers_is_an_error(tmp_path: Path) -> None:
 
 
 def test_sniff_and_auto(text_dir: Path, tmp_path: Path) -> None:
-    assert text_conv.sniff(text_dir / "MLP_ModelParallel.txt")
-    assert text_conv.sniff(text_dir / "microAllReduce.txt")
+    assert detect(text_dir / "MLP_ModelParallel.txt") == ["text"]
+    assert detect(text_dir / "microAllReduce.txt") == ["text"]
     other = tmp_path / "x.txt"
     other.write_text("digraph taskgraph {\n}\n")
-    assert not text_conv.sniff(other)
+    assert detect(other) == []
     with pytest.raises(InputError, match="--npus"):
-        text_conv.convert_paths([text_dir / "microAllReduce.txt"], tmp_path / "o")
+        text_conv.convert([text_dir / "microAllReduce.txt"], tmp_path / "o")
 
 
 def test_bad_options(text_dir: Path) -> None:

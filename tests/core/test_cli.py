@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,26 +16,50 @@ from chakra.trace import Trace, make_node
 ALL_REDUCE = ("astrasim", "all_reduce_8npus_1MB", "all_reduce")
 
 
-def test_help_lists_every_subcommand_and_every_converter_loads():
+def test_help_lists_every_subcommand_in_order_and_every_one_loads():
     # In a subprocess with a wide terminal: any module that fails to import would be reported on stderr.
+    import importlib
     import os
 
     env = {**os.environ, "COLUMNS": "200"}
     proc = subprocess.run([sys.executable, "-m", "chakra.cli", "--help"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and proc.stderr == ""
-    from chakra.cli import SHORT_HELP
+    from chakra.cli import COMMANDS
 
-    for name, line in SHORT_HELP.items():
+    positions = []
+    for name, (module, line) in COMMANDS.items():
         assert f"{name} " in proc.stdout and line in proc.stdout, name
-    conv = subprocess.run(
-        [sys.executable, "-m", "chakra.cli", "convert", "--help"], capture_output=True, text=True, env=env
-    )
-    assert conv.stderr == ""
-    from chakra.converters import CONVERTERS, available
+        row = re.search(rf"^\W*{name} ", proc.stdout, re.M)  # the command's own row in the table
+        assert row is not None, name
+        positions.append(row.start())
+        # --help lists commands without importing them, so load each one here.
+        assert hasattr(importlib.import_module(f"chakra.commands.{module}"), "register"), module
+    assert positions == sorted(positions)  # the order of the table: convert, validate, stats, ...
+    assert list(COMMANDS)[:3] == ["convert", "validate", "stats"]
 
-    assert set(available()) == set(CONVERTERS)
-    for fmt in [*CONVERTERS, "auto"]:
-        assert f" {fmt} " in conv.stdout, fmt
+
+def test_version_imports_no_subcommand():
+    # What `chakra --version` imports decides its start-up time: no converter, no subcommand,
+    # no numpy/protobuf/msgspec.
+    script = (
+        "import sys\n"
+        "sys.argv = ['chakra', '--version']\n"
+        "from chakra.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in sys.modules if m.startswith(('chakra.converters', 'chakra.commands', 'numpy', "
+        "'google.protobuf', 'msgspec'))]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    from chakra import __version__
+
+    assert proc.stdout.splitlines() == [f"chakra {__version__}", "HEAVY []"]
+    for args in (["--help"], ["validate", "--help"]):
+        script_help = script.replace("'--version'", ", ".join(repr(a) for a in args))
+        proc = subprocess.run([sys.executable, "-c", script_help], capture_output=True, text=True)
+        heavy = proc.stdout.splitlines()[-1]
+        assert "chakra.converters" not in heavy and "numpy" not in heavy and "protobuf" not in heavy, (args, heavy)
 
 
 def test_stats_json_shape(run_cli, samples_dir):

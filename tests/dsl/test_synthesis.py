@@ -20,14 +20,14 @@ pytest.importorskip("sklearn", reason="synthesis needs the optional 'synth' extr
 @pytest.fixture(scope="module")
 def pytorch_jobs(samples_dir, tmp_path_factory):
     """ddp2 and collectives2 (real 2-rank PyTorch runs) converted to Chakra by our converter."""
-    from chakra.converters.pytorch import convert_paths
+    from chakra.converters.pytorch import convert
 
     out = tmp_path_factory.mktemp("real")
     jobs = {}
     for name in ("ddp2", "collectives2"):
         src = samples_dir / "pytorch" / name
         inputs = [src / f"et.{r}.json" for r in (0, 1)] + [src / f"kineto.{r}.json" for r in (0, 1)]
-        convert_paths(inputs, out / name, quiet=True)
+        convert(inputs, out / name, quiet=True)
         jobs[name] = read_traces([out / name])
     return jobs, out
 

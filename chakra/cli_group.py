@@ -1,0 +1,62 @@
+"""A typer group whose subcommands are named up front and imported only when one is run.
+
+`chakra --version` and `chakra --help` must not pay for importing every subcommand (converters,
+numpy, protobuf): the group lists its commands from a table of one-line descriptions, shows those
+in its help, and imports a command's module the first time that command is looked up to run (or
+to show its own `--help`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from typer.core import TyperCommand, TyperGroup
+
+
+class LazyGroup(TyperGroup):
+    """Subclasses provide `lazy_names()`, `lazy_help(name)` and `lazy_load(name)`."""
+
+    _listing = False
+
+    def lazy_names(self) -> list[str]:
+        raise NotImplementedError
+
+    def lazy_help(self, name: str) -> str:
+        raise NotImplementedError
+
+    def lazy_load(self, name: str) -> Optional[Any]:
+        """The click command for `name` (imports its module), or None if it is unavailable."""
+        raise NotImplementedError
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = self.lazy_names()
+        return [*names, *(n for n in self.commands if n not in names)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in self.lazy_names():
+            return None
+        if self._listing:  # the group's help only needs the one-line description
+            return TyperCommand(name=cmd_name, short_help=self.lazy_help(cmd_name), help=self.lazy_help(cmd_name))
+        command = self.lazy_load(cmd_name)
+        if command is not None:
+            self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+def command_from(register: Callable[[Any], None], name: str) -> Optional[Any]:
+    """The click command `name` that `register(typer_app)` defines (a command or a sub-group)."""
+    import typer
+    import typer.main
+
+    app = typer.Typer(rich_markup_mode="rich", context_settings={"help_option_names": ["-h", "--help"]})
+    register(app)
+    return typer.main.get_group(app).commands.get(name)

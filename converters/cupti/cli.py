@@ -1,0 +1,42 @@
+"""`chakra convert cupti`: the same options and output as `chakra convert nsys`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
+
+from chakra.cli_common import JsonOption, QuietOption, handle_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cupti")
+    def convert_cupti(
+        inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
+        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+        per: Per = PerOption,
+        gaps: bool = GapsOption,
+        engine: bool = EngineOption,
+        quiet: bool = QuietOption,
+        as_json: bool = JsonOption,
+    ) -> None:
+        """Convert CUPTI activity records (JSON) to Chakra with the same task graph as `convert nsys`.
+
+        One record per line, e.g.
+
+          {"kind": "RUNTIME", "name": "cudaLaunchKernel", "start": 100, "end": 900,
+           "processId": 7, "threadId": 7, "correlationId": 5}
+          {"kind": "KERNEL", "name": "gemm", "start": 1000, "end": 5000,
+           "deviceId": 0, "streamId": 7, "correlationId": 5}
+
+        Example: chakra convert cupti records.json -o out/job   (see docs/nsys.md for every field)
+        """
+        from chakra.converters.cupti import convert
+
+        with handle_errors():
+            result = run_with_progress(
+                lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
+                quiet or as_json,
+            )
+            report(result, quiet, as_json)
