@@ -44,6 +44,19 @@ class LazyGroup(TyperGroup):
             self.commands[cmd_name] = command
         return command
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:  # click's UsageError; typer only suggests from commands already loaded
+            message = getattr(exc, "message", None)
+            if isinstance(message, str) and message.startswith("No such command") and "Did you mean" not in message:
+                from difflib import get_close_matches
+
+                matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+                if matches:
+                    exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
+            raise
+
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:

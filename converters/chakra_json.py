@@ -28,12 +28,12 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
 
     The rank is the document's own, else the number in the file name, else the input's position.
     """
-    from chakra.cli_common import info
     from chakra.errors import InputError
     from chakra.io import is_json_file, rank_from_path, write_trace
     from chakra.jsonform import read_json_trace
 
     written: list[Path] = []
+    nodes: list[int] = []
     for i, src in enumerate(Path(p) for p in sources):
         if not src.is_file():
             raise InputError(f"{src}: no such file")
@@ -51,8 +51,16 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
         if dst.resolve() == src.resolve():
             raise InputError(f"{src}: input and output are the same file")
         written.append(write_trace(dst, trace))
-        info(f"wrote {dst} ({len(trace.nodes):,} nodes)", quiet)
-    return ConversionResult(written, {"written": [str(p) for p in written]}, [])
+        nodes.append(len(trace.nodes))
+    return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
+
+
+def report(result: ConversionResult, quiet: bool) -> None:
+    """`wrote PATH (N nodes)` per file (convert json and dejsonize print the same)."""
+    from chakra.cli_common import info
+
+    for path, n in zip(result.paths, result.summary["nodes"]):
+        info(f"wrote {path} ({n:,} nodes)", quiet)
 
 
 def convert(inputs: Sequence[Path], prefix: Path, *, quiet: bool = False) -> ConversionResult:
@@ -74,4 +82,4 @@ def add_cli(app) -> None:
         quiet: bool = QuietOption,
     ) -> None:
         with handle_errors():
-            convert(list(inputs), output, quiet=quiet)
+            report(convert(list(inputs), output, quiet=quiet), quiet)

@@ -68,7 +68,7 @@ def dejsonize(
 
     The same conversion as [bold]chakra convert json[/]. Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
     """
-    from chakra.converters.chakra_json import write_et
+    from chakra.converters.chakra_json import report, write_et
 
     with handle_errors():
         sources = [p for _, p in expand_trace_args(inputs)]
@@ -79,7 +79,7 @@ def dejsonize(
         else:  # several inputs: OUTPUT is a PREFIX (a trailing ".et" the user typed is not part of it)
             prefix = Path(_strip(str(output)))
             name = lambda _src, rank: rank_path(prefix, rank)  # noqa: E731
-        write_et(sources, name, quiet=quiet)
+        report(write_et(sources, name, quiet=quiet), quiet)
 
 
 def register(app: typer.Typer) -> None:
