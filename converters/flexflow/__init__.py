@@ -10,18 +10,39 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from chakra.converters.result import ConversionResult
 
 from chakra.errors import InputError
-from chakra.io import write_rank_traces
 
-from .dot import DotGraph, parse_dot
-from .lower import Lowered, lower
-from .placement import Placement, assign_devices, parse_placement
-from .taskgraph import TaskGraph, read_taskgraph
+if TYPE_CHECKING:
+    from .lower import Lowered
+    from .taskgraph import TaskGraph
+
+# The parser and lowering modules (and protobuf, through chakra.io) are imported where they are
+# used, so that listing the converter formats does not load them.
+_LAZY = {
+    "DotGraph": "dot",
+    "parse_dot": "dot",
+    "Lowered": "lower",
+    "lower": "lower",
+    "Placement": "placement",
+    "assign_devices": "placement",
+    "parse_placement": "placement",
+    "TaskGraph": "taskgraph",
+    "read_taskgraph": "taskgraph",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"chakra.converters.flexflow.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 NAME = "flexflow"
 DESCRIPTION = "FlexFlow simulated task graph (.dot from --taskgraph, or the legacy npu= labels)"
@@ -73,6 +94,8 @@ class FlexFlowConversion:
         }
 
     def write(self, prefix: Path) -> list[Path]:
+        from chakra.io import write_rank_traces
+
         return write_rank_traces(prefix, self.lowered.traces)
 
 
@@ -86,6 +109,11 @@ def convert_flexflow(
     text: Optional[str] = None,
 ) -> FlexFlowConversion:
     """Parse a FlexFlow task graph and split it into per-device traces (nothing is written)."""
+    from .dot import parse_dot
+    from .lower import lower
+    from .placement import assign_devices, parse_placement
+    from .taskgraph import read_taskgraph
+
     path = Path(path)
     graph = parse_dot(path, text)
     tg = read_taskgraph(graph)
