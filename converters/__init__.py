@@ -14,7 +14,9 @@ module declares
                                   own options) and `chakra convert auto` (defaults) both call it
   add_cli(app: typer.Typer)       registers the typer command `chakra convert NAME`
 
-and, only for formats whose input can be a folder (BigSim logs), `accept_dir(path) -> bool`.
+and optionally `accept_dir(path) -> bool` (formats whose input can be a folder: BigSim logs) and
+`COMPANIONS: tuple[str, ...]` (other formats its `convert` takes alongside its own inputs: the
+Kineto traces beside PyTorch ETs), which `convert auto` uses when the inputs mix formats.
 
 A plugin module stays cheap to import (declarations only): parsing machinery is imported inside
 `convert()`, so listing the formats does not load every converter. `PLUGINS` below is the only
@@ -208,8 +210,12 @@ def detect(path: Path) -> list[str]:
 
 
 def detect_format(inputs: list[Path]) -> str:
-    """The one format every input is in, or an InputError saying which input is the problem."""
-    fmt: Optional[str] = None
+    """The format to convert `inputs` with, or an InputError saying which input is the problem.
+
+    Every input must be in one format, or in a format plus its `COMPANIONS` (PyTorch ETs with
+    their Kineto traces).
+    """
+    formats: dict[str, Path] = {}  # format -> its first input
     for path in inputs:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file")
@@ -219,9 +225,12 @@ def detect_format(inputs: list[Path]) -> str:
             raise InputError(f"{path}: format not recognised (none of {names}); name it: chakra convert FORMAT ...")
         if len(found) > 1:
             raise InputError(f"{path}: could be any of {', '.join(found)}; name it: chakra convert FORMAT ...")
-        if fmt is not None and found[0] != fmt:
-            raise InputError(f"{path}: is {found[0]} but earlier inputs are {fmt}; convert them separately")
-        fmt = found[0]
-    if fmt is None:
+        formats.setdefault(found[0], Path(path))
+    if not formats:
         raise InputError("no input given")
-    return fmt
+    for fmt in formats:
+        module = load(fmt)
+        if set(formats) - {fmt} <= set(getattr(module, "COMPANIONS", ())):
+            return fmt
+    (first, _), (other, path) = list(formats.items())[:2]
+    raise InputError(f"{path}: is {other} but earlier inputs are {first}; convert them separately")

@@ -23,6 +23,8 @@ from chakra.converters.result import ConversionResult
 NAME = "pytorch"
 DESCRIPTION = "PyTorch Execution Trace JSON (1.0.1 ... 1.1.1-chakra.1.0.0), optionally with its Kineto trace"
 EXTENSIONS = (".json", ".json.gz", ".tar.gz", ".tgz")
+#: Kineto traces given with the ETs are paired with them by rank (`convert auto et.0.json kineto.0.json`).
+COMPANIONS = ("kineto",)
 
 _LAZY = {
     "convert_files": "driver",

@@ -131,6 +131,9 @@ def test_detect_format_errors_name_the_input(samples_dir, tmp_path):
     mixed = [samples_dir / "pytorch" / "mlp" / "et.0.json", samples_dir / "nsys" / "testcuda_nsys2026.1_report2.sqlite"]
     with pytest.raises(InputError, match="is nsys but earlier inputs are pytorch"):
         detect_format(mixed)
+    mlp = samples_dir / "pytorch" / "mlp"
+    assert detect_format([mlp / "kineto.0.json", mlp / "et.0.json"]) == "pytorch"  # ET + its Kineto trace
+    assert detect_format([mlp / "kineto.0.json"]) == "kineto"
     with pytest.raises(InputError, match="nope: no such file"):
         detect_format([tmp_path / "nope"])
 
@@ -159,6 +162,11 @@ def test_convert_help_lists_every_format_with_its_description():
     ("fmt", "sample", "ranks"),
     [
         ("pytorch", "pytorch/mlp/et.0.json", 1),
+        (
+            "pytorch",
+            "pytorch/ddp2/et.0.json pytorch/ddp2/et.1.json pytorch/ddp2/kineto.0.json pytorch/ddp2/kineto.1.json",
+            2,
+        ),
         ("kineto", "kineto/hta_triton_example.json.gz", 1),
         ("nsys", "nsys/testcuda_nsys2026.1_report2.sqlite", 1),
         ("json", "et/official_small_chakra.0.json", 1),
@@ -166,7 +174,7 @@ def test_convert_help_lists_every_format_with_its_description():
     ],
 )
 def test_convert_auto_picks_the_format(run_cli, samples_dir, tmp_path, fmt, sample, ranks):
-    res = run_cli("convert", "auto", str(samples_dir / sample), "-o", str(tmp_path / "o"))
+    res = run_cli("convert", "auto", *(str(samples_dir / s) for s in sample.split()), "-o", str(tmp_path / "o"))
     assert res.exit_code == 0, res.stderr
     assert f"detected format: {fmt}" in res.stderr
     assert len(list(tmp_path.glob("o.*.et"))) == ranks
