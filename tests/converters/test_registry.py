@@ -72,6 +72,8 @@ def test_every_sample_is_exactly_one_format(samples_dir):
         rel = path.relative_to(samples_dir).as_posix()
         want = _expected(rel, SAMPLE_FORMATS)
         assert _formats(detect(path)) == want, rel
+        if want is not None:
+            assert detect_format([path]) == want, rel  # what `chakra convert auto` converts it as
         seen.add(want)
     assert seen >= set(PLUGINS) - {"bigsim", "cupti", "flexflow"}  # those three are checked below
 
