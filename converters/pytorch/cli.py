@@ -7,7 +7,15 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, print_json
+from chakra.cli_common import (
+    JsonOption,
+    QuietOption,
+    SchedulerOption,
+    WorkersOption,
+    err_console,
+    handle_errors,
+    print_json,
+)
 from chakra.errors import InputError
 
 from .convert import Options, convert_files
@@ -15,7 +23,14 @@ from .summary import render
 
 
 def _run(ets: list[Path], kinetos: list[Path], output: Path, gap_min: float, no_io: bool, jobs: int,
-         quiet: bool, json_out: bool) -> None:  # fmt: skip
+         quiet: bool, json_out: bool, workers: Optional[int] = None, scheduler: Optional[str] = None,
+         fmt: str = "pytorch") -> None:  # fmt: skip
+    from chakra.distributed.cli import run_batch, wants_dask
+
+    if wants_dask(workers, scheduler):  # one Dask task per rank; inputs may be folders or globs
+        run_batch(fmt, ets or kinetos, output, workers=workers, scheduler=scheduler, kineto=kinetos if ets else None,
+                  options={"gap_min_us": gap_min, "io": not no_io}, quiet=quiet, json_out=json_out)  # fmt: skip
+        return
     with handle_errors():
         for p in [*ets, *kinetos]:
             if not p.exists():
@@ -40,6 +55,8 @@ def add_cli(app: typer.Typer) -> None:
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         no_io: bool = typer.Option(False, "--no-io", help="Do not copy op inputs/outputs (smaller, faster)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
+        workers: Optional[int] = WorkersOption,
+        scheduler: Optional[str] = SchedulerOption,
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -49,8 +66,13 @@ def add_cli(app: typer.Typer) -> None:
         ranks convert in parallel. Example:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
+
+        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task and INPUT may be
+        folders or quoted globs ('traces/*.json'); ranks come from the names (et.12.json, rank12/):
+
+          chakra convert pytorch traces/ --workers 8 -o out/job
         """
-        _run(inputs, list(kineto or []), output, gap_min, no_io, jobs, quiet, json_out)
+        _run(inputs, list(kineto or []), output, gap_min, no_io, jobs, quiet, json_out, workers, scheduler)
 
 
 def add_kineto_cli(app: typer.Typer) -> None:
@@ -60,6 +82,8 @@ def add_kineto_cli(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
+        workers: Optional[int] = WorkersOption,
+        scheduler: Optional[str] = SchedulerOption,
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -70,4 +94,4 @@ def add_kineto_cli(app: typer.Typer) -> None:
 
           chakra convert kineto rank0.pt.trace.json.gz rank1.pt.trace.json.gz -o out/run
         """
-        _run([], inputs, output, gap_min, True, jobs, quiet, json_out)
+        _run([], inputs, output, gap_min, True, jobs, quiet, json_out, workers, scheduler, "kineto")
