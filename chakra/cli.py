@@ -28,6 +28,8 @@ COMMAND_MODULES = [
     "interpolate",
     "analyze",
     "diff",
+    "sweep",
+    "report",
 ]
 
 app = typer.Typer(
@@ -93,6 +95,8 @@ SHORT_HELP = {
     "interpolate": "Rewrite durations from fitted models or a scale factor (BigSim-style)",
     "analyze": "Critical path, time breakdown and comm/compute overlap per rank",
     "diff": "Compare two traces or two simulation logs per operator class",
+    "sweep": "Simulate a grid of network/system/memory/what-if settings as Dask tasks; Parquet + CSV results",
+    "report": "One self-contained interactive HTML report of sweep results",
 }
 
 for _cmd in app.registered_commands:
