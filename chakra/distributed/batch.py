@@ -19,7 +19,7 @@ from chakra.errors import ChakraError, InputError
 from chakra.io import TraceReader, rank_path
 from chakra.validate import CommSummary, Report, check_cross_rank_summaries, comm_summary
 
-from .inputs import by_rank, rank_word
+from .inputs import by_rank, expand, rank_word
 
 FORMATS = ("pytorch", "kineto", "nsys")
 Progress = Callable[[int, int], None]
@@ -152,9 +152,14 @@ def convert_batch(
     options: Optional[dict[str, Any]] = None,
     progress: Optional[Progress] = None,
 ) -> BatchResult:
-    """Convert every rank of `files` (+ `kineto`) to PREFIX.<rank>.et on the client's workers."""
+    """Convert every rank of `files` (+ `kineto`) to PREFIX.<rank>.et on the client's workers.
+
+    `files` may name files, folders (searched for the format's files) or glob patterns.
+    """
     if fmt not in FORMATS:
         raise InputError(f"batch conversion supports {', '.join(FORMATS)}, not {fmt}")
+    files, _ = expand(files, fmt)
+    kineto, _ = expand(kineto, "kineto")
     t0 = time.perf_counter()
     prefix = Path(prefix).absolute()
     try:

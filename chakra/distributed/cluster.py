@@ -54,7 +54,10 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
         n_workers=n,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,  # no web server (and no bokeh needed) for a command's lifetime
+        # No dashboard for a command's lifetime; the scheduler's small HTTP endpoint takes a free
+        # port instead of 8787 (which another cluster on the host may hold).
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         silence_logs=logging.ERROR,
     )
     try:
