@@ -59,7 +59,7 @@ def sweep_sections(rows: Sequence[dict[str, Any]]) -> list[Section]:
         for r in overall:
             groups[r.get(p)].append(r)
         numeric = all(isinstance(k, (int, float)) and not isinstance(k, bool) for k in groups)
-        keys = sorted(groups, key=lambda k: (k is None, k if numeric else str(k)))
+        keys = sorted(groups, key=lambda k: (k is None, k if numeric else (str(k) != "none", str(k))))
         xs = [r.get(p) if numeric else str(r.get(p)) for k in keys for r in groups[k]]
         ys = [r["finish_ns"] / _MS for k in keys for r in groups[k]]
         text = [_label(r, [q for q in params if q != p]) for k in keys for r in groups[k]]
