@@ -11,7 +11,7 @@ from typing import Any, Optional
 from chakra.errors import ChakraError, InputError
 
 #: Seconds to wait for a remote scheduler before giving up with one error line.
-CONNECT_TIMEOUT = 20
+CONNECT_TIMEOUT = float(os.environ.get("CHAKRA_DASK_CONNECT_TIMEOUT", 20))
 
 
 def require_dask() -> Any:

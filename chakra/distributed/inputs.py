@@ -60,7 +60,8 @@ def rank_of(path: Path) -> Optional[int]:
 
 def expand(args: Sequence[Path], fmt: str) -> tuple[list[Path], list[Path]]:
     """(files, skipped): explicit files as given, folders searched recursively for the format's
-    files, glob patterns expanded. `skipped` lists folder entries whose names carry no rank."""
+    files, glob patterns expanded. `skipped` lists folder entries and glob matches whose names
+    carry no rank (a manifest.json beside the traces); an explicit file without one is an error later."""
     suffixes = SUFFIXES.get(fmt, ())
     files: list[Path] = []
     skipped: list[Path] = []
@@ -78,7 +79,8 @@ def expand(args: Sequence[Path], fmt: str) -> tuple[list[Path], list[Path]]:
             matches = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
             if not matches:
                 raise InputError(f"{text}: the pattern matches no file")
-            files.extend(matches)
+            for p in matches:
+                (files if rank_of(p) is not None else skipped).append(p)
         else:
             raise InputError(f"{arg}: no such file")
     seen: set[Path] = set()
