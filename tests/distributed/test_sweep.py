@@ -120,3 +120,9 @@ def test_sweep_results_resume_and_failures(client, workload, tmp_path):
     retry = run_sweep(load_grid(_grid(tmp_path, GRID)), str(workload), out, client=client, retry_errors=True)
     assert (retry.ran, retry.failed, retry.skipped) == (8, 8, 8)
     assert len(read_results(out)) == len(rows)
+
+
+@pytest.mark.parametrize(("name", "points"), [("sweep_network.yaml", 48), ("sweep_hierarchy.yaml", 54)])
+def test_example_grids_are_valid(name, points):
+    grid = load_grid(Path(__file__).resolve().parents[2] / "examples" / name)
+    assert len(expand(grid, "out/gpt64", 64)) == points
