@@ -40,7 +40,7 @@ def sweep_cmd(
 
     Examples:
 
-      [bold]chakra sweep out/gpt --grid examples/sweep_network.yaml -o out/gpt_sweep --workers 2[/]
+      [bold]chakra sweep out/gpt --grid examples/sweeps/network.yaml -o out/gpt_sweep --workers 2[/]
 
       [bold]chakra sweep out/gpt --grid grid.yaml -o results --scheduler tcp://head:8786[/]
 

@@ -122,7 +122,7 @@ def test_sweep_results_resume_and_failures(client, workload, tmp_path):
     assert len(read_results(out)) == len(rows)
 
 
-@pytest.mark.parametrize(("name", "points"), [("sweep_network.yaml", 48), ("sweep_hierarchy.yaml", 54)])
+@pytest.mark.parametrize(("name", "points"), [("network.yaml", 48), ("hierarchy.yaml", 54)])
 def test_example_grids_are_valid(name, points):
-    grid = load_grid(Path(__file__).resolve().parents[2] / "examples" / name)
+    grid = load_grid(Path(__file__).resolve().parents[2] / "examples" / "sweeps" / name)
     assert len(expand(grid, "out/gpt64", 64)) == points
