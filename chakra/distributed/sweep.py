@@ -9,6 +9,7 @@ is already in RESULTS; a failing point is recorded with its error and the sweep 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -45,37 +46,66 @@ def _stamp(workload: str) -> tuple:
     return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for _, p in expand_trace_args([workload]))
 
 
+def point_inputs(config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(traces, keyword arguments of `chakra.sim.simulate`) for a resolved point.
+
+    `traces` is the workload PREFIX, or the edited traces of the point's what-if recipe.
+    """
+    from chakra.sim.config import NetworkConfig, memory_from_dict, system_from_dict
+
+    n = config["network"]
+    net = NetworkConfig(list(n["topology"]), [int(x) for x in n["npus_count"]],
+                        [float(x) for x in n["bandwidth"]], [float(x) for x in n["latency"]])  # fmt: skip
+    net.validate()
+    system = system_from_dict(config["system"], "<grid system>")
+    memory = memory_from_dict(config["memory"], "<grid memory>") if config["memory"] else None
+    workload = config["workload"]
+    traces: Any = workload
+    wi = config["whatif"]
+    if wi is not None:
+        from chakra.sim.recipes import apply_recipe
+
+        opts = {k: v for k, v in wi.items() if k != "recipe"}
+        result = apply_recipe(wi["recipe"], _traces(workload, _stamp(workload)), network=net, **opts)
+        traces = result.traces
+        net = result.network or net
+    s = config["simulate"]
+    kwargs = {"network": net, "system": system, "memory": memory, "comm_groups": config["comm_groups"],
+              "congestion": s["congestion"], "comm_mode": s["comm_mode"], "compat": bool(s["compat"]),
+              "policy": s["policy"]}  # fmt: skip
+    return traces, kwargs
+
+
 def simulate_point(config: dict[str, Any]) -> dict[str, Any]:
     """Run one point; `{"result": simulate --json, "wall_s"}` or `{"error": one line}`."""
     from chakra.sim import simulate
-    from chakra.sim.config import NetworkConfig, memory_from_dict, system_from_dict
 
     t0 = time.perf_counter()
     try:
-        n = config["network"]
-        net = NetworkConfig(list(n["topology"]), [int(x) for x in n["npus_count"]],
-                            [float(x) for x in n["bandwidth"]], [float(x) for x in n["latency"]])  # fmt: skip
-        net.validate()
-        system = system_from_dict(config["system"], "<grid system>")
-        memory = memory_from_dict(config["memory"], "<grid memory>") if config["memory"] else None
-        workload = config["workload"]
-        traces: Any = workload
-        wi = config["whatif"]
-        if wi is not None:
-            from chakra.sim.recipes import apply_recipe
-
-            opts = {k: v for k, v in wi.items() if k != "recipe"}
-            result = apply_recipe(wi["recipe"], _traces(workload, _stamp(workload)), network=net, **opts)
-            traces = result.traces
-            net = result.network or net
-        s = config["simulate"]
-        res = simulate(traces, net, system, memory, comm_groups=config["comm_groups"], congestion=s["congestion"],
-                       comm_mode=s["comm_mode"], compat=bool(s["compat"]), policy=s["policy"])  # fmt: skip
+        traces, kwargs = point_inputs(config)
+        res = simulate(traces, **kwargs)
         return {"result": res.to_json(), "wall_s": res.wall_s, "task_s": time.perf_counter() - t0}
     except ChakraError as exc:
         return {"error": str(exc), "task_s": time.perf_counter() - t0}
     except Exception as exc:  # a model bug on one point must not end the sweep: record it
         return {"error": f"{type(exc).__name__}: {exc}", "task_s": time.perf_counter() - t0}
+
+
+def critical_path_of(config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(slowest rank, its dependency critical path by operator class) at a point, re-simulated here
+    with node times (`chakra.analysis`); for the report, which shows it for a few points only."""
+    from chakra import analysis
+    from chakra.io import read_traces
+    from chakra.sim import simulate
+
+    traces, kwargs = point_inputs(config)
+    if not isinstance(traces, list):
+        traces = read_traces([traces])
+    res = simulate(traces, record_nodes=True, **kwargs)
+    slowest = max(res.ranks, key=lambda r: (res.ranks[r].finish_ns, -r))
+    trace = next(t for t in traces if t.rank == slowest)
+    report = analysis.analyze_traces([trace], {slowest: (res.node_times or {})[slowest]})
+    return slowest, report["ranks"][slowest]["critical_path"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,12 +137,17 @@ def param_columns(point: Point) -> dict[str, Any]:
     return out
 
 
+def config_json(point: Point) -> str:
+    """The resolved point as JSON (in the `config` column): enough to rerun it exactly."""
+    return json.dumps(point.config, sort_keys=True, default=str)
+
+
 def point_rows(point: Point, res: dict[str, Any]) -> list[dict[str, Any]]:
     params = param_columns(point)
     timing = {"task_s": round(float(res.get("task_s", 0.0)), 6), "sim_wall_s": res.get("wall_s")}
     if "error" in res:
         return [{"point_id": point.id, "status": "error", "error": res["error"], "scope": "overall", "rank": None,
-                 **params, **timing}]  # fmt: skip
+                 **params, **timing, "config": config_json(point)}]  # fmt: skip
     sim = res["result"]
     ranks = {int(r): v for r, v in sim["ranks"].items()}
     n = max(len(ranks), 1)
@@ -122,7 +157,7 @@ def point_rows(point: Point, res: dict[str, Any]) -> list[dict[str, Any]]:
     slowest = max(ranks, key=lambda r: (ranks[r]["finish_ns"], -r)) if ranks else None
     head = {"point_id": point.id, "status": "ok", "error": None}
     rows = [{**head, "scope": "overall", "rank": None, **params, **overall, "events": sim.get("events"),
-             "slowest_rank": slowest, **timing}]  # fmt: skip
+             "slowest_rank": slowest, **timing, "config": config_json(point)}]  # fmt: skip
     for r in sorted(ranks):
         rows.append({**head, "scope": "rank", "rank": r, **params, **{f: ranks[r][f] for f in FIGURES}})
     return rows

@@ -189,31 +189,22 @@ def analyze_sections(report: dict[str, Any], top: int = 12) -> list[Section]:
         Section("Where each rank's time goes", "Stacked: compute by resource, exposed communication, idle.", [fig])
     ]
     slowest = sorted(ranks, key=lambda r: -ranks[r]["breakdown"]["step"])[:4]
-    figs = []
-    for r in slowest:
-        cp = ranks[r]["critical_path"]
-        rows = cp["by_class"][:top][::-1]
-        f = go.Figure(
-            go.Bar(
-                x=[x["ns"] / _MS for x in rows],
-                y=[x["class"] for x in rows],
-                orientation="h",
-                text=[f"{100 * x['share']:.1f}%" for x in rows],
-                textposition="auto",
-            )
-        )
-        length = cp.get("length_ns", cp.get("busy_ns", 0))
-        _layout(f, f"rank {r}: critical path {length / _MS:,.3f} ms, {cp['nodes']} nodes: top operators", "ms", "")
-        f.update_layout(height=max(300, 28 * len(rows) + 120))
-        figs.append(f)
-    sections.append(
-        Section(
-            "Critical path: top operators",
-            "The dependency chain that sets the step time (slowest ranks first), by operator class.",
-            figs,
-        )
-    )
+    figs = [critical_path_figure(f"rank {r}", ranks[r]["critical_path"], top) for r in slowest]
+    sections.append(Section("Critical path: top operators", "The dependency chain that sets the step time "
+                            "(slowest ranks first), by operator class.", figs))  # fmt: skip
     return sections
+
+
+def critical_path_figure(who: str, cp: dict[str, Any], top: int = 12) -> Any:
+    """Horizontal bars: the operator classes that take most of a critical path."""
+    go = plotly()
+    rows = cp["by_class"][:top][::-1]
+    f = go.Figure(go.Bar(x=[x["ns"] / _MS for x in rows], y=[x["class"] for x in rows], orientation="h",
+                         text=[f"{100 * x['share']:.1f}%" for x in rows], textposition="auto"))  # fmt: skip
+    length = cp.get("length_ns", cp.get("busy_ns", 0))
+    _layout(f, f"{who}: critical path {length / _MS:,.3f} ms, {cp['nodes']} nodes: top operators", "ms", "")
+    f.update_layout(height=max(300, 28 * len(rows) + 120))
+    return f
 
 
 _WHATIF_ROWS = (

@@ -76,11 +76,14 @@ def test_report_lists_every_point(run_cli, sweep_results, tmp_path):
     res = run_cli("report", str(sweep_results), "-o", str(out))
     assert res.exit_code == 0, res.stderr
     text = out.read_text()
-    # 3 swept parameters, fastest + slowest breakdowns, baseline vs what-if.
-    assert len(re.findall(r'id="chakra-plot-\d+"', text)) == 6
+    # 3 swept parameters, fastest + slowest breakdowns and critical paths, baseline vs what-if.
+    assert len(re.findall(r'id="chakra-plot-\d+"', text)) == 8
     for title in ("step time vs network.bandwidth", "step time vs network.topology", "step time vs whatif",
-                  "baseline vs what-if", "fastest point", "slowest point"):  # fmt: skip
+                  "baseline vs what-if", "fastest point", "slowest point", "critical path"):  # fmt: skip
         assert title in text
+    assert "COMM_COLL:ALL_REDUCE" in text  # the top operator class of a gradient all-reduce step
+    res = run_cli("report", str(sweep_results), "-o", str(tmp_path / "short.html"), "--no-critical-path")
+    assert res.exit_code == 0 and len(re.findall(r'id="chakra-plot-\d+"', (tmp_path / "short.html").read_text())) == 6
 
 
 def test_report_of_missing_results_is_one_error_line(run_cli, tmp_path):
@@ -92,7 +95,7 @@ def test_report_of_missing_results_is_one_error_line(run_cli, tmp_path):
 def test_sweep_report_renders_in_chromium(run_cli, sweep_results, tmp_path):
     out = tmp_path / "sweep_report.html"
     assert run_cli("report", str(sweep_results), "-o", str(out), "-q").exit_code == 0
-    check_in_browser(out, 6)
+    check_in_browser(out, 8)
 
 
 @needs_browser
