@@ -46,22 +46,27 @@ def sweep_cmd(
 
       [bold]chakra report out/gpt_sweep -o out/gpt_sweep.html[/]
     """
+    from contextlib import nullcontext
+
     from chakra.distributed.cluster import dask_client
-    from chakra.distributed.grid import expand, load_grid
-    from chakra.distributed.sweep import run_sweep, workload_ranks
+    from chakra.distributed.grid import load_grid
+    from chakra.distributed.sweep import plan_sweep, run_sweep
 
     with handle_errors():
         g = load_grid(grid)
-        total = len(expand(g, workload, workload_ranks(workload)))
-        with dask_client(workers, scheduler, total) as client, make_progress(quiet or json_out) as bar:
-            task = bar.add_task(f"simulating {total} point(s)", total=total)
+        plan = plan_sweep(g, workload, output, retry_errors=retry_errors)
+        total, todo = len(plan.points), len(plan.todo)
+        # Nothing left to run: no cluster to start (or reach).
+        cluster = dask_client(workers, scheduler, todo) if todo else nullcontext(None)
+        with cluster as client, make_progress(quiet or json_out) as bar:
+            task = bar.add_task(f"simulating {todo} of {total} point(s)", total=total)
             summary = run_sweep(
                 g,
                 workload,
                 output,
                 client=client,
-                retry_errors=retry_errors,
-                progress=lambda done, todo: bar.update(task, completed=done + (total - todo), total=total),
+                plan=plan,
+                progress=lambda done, n: bar.update(task, completed=done + (total - n), total=total),
             )
         for pid, err in (summary.errors or [])[:10]:
             warn(f"point {pid}: {err}")
@@ -70,9 +75,10 @@ def sweep_cmd(
         if json_out:
             print_json(summary.to_json())
             return
+        where = f"; {summary.wall_s:.2f} s on {summary.workers} worker(s)" if summary.ran else ""
         console.print(
             f"{summary.points} point(s): {summary.ran} simulated ({summary.failed} failed), {summary.skipped} already "
-            f"in the results; {summary.wall_s:.2f} s on {summary.workers} worker(s)"
+            f"in the results{where}"
         )
         info(f"wrote {summary.parquet} and {summary.csv}", quiet)
 

@@ -257,19 +257,17 @@ def workload_ranks(workload: str) -> int:
     return len(expand_trace_args([workload]))
 
 
-def run_sweep(
-    grid: Grid,
-    workload: str,
-    out: Path,
-    *,
-    client: Any,
-    retry_errors: bool = False,
-    progress: Optional[Callable[[int, int], None]] = None,
-) -> SweepSummary:
-    """Simulate every point of `grid` not yet in RESULTS; rewrite RESULTS as points finish."""
-    from distributed import as_completed
+@dataclass
+class SweepPlan:
+    """What a sweep will do: every point, the rows kept from RESULTS, the points still to run."""
 
-    t0 = time.perf_counter()
+    points: list[Point]
+    rows: list[dict[str, Any]]
+    todo: list[Point]
+
+
+def plan_sweep(grid: Grid, workload: str, out: Path, *, retry_errors: bool = False) -> SweepPlan:
+    """Expand the grid and subtract the points already in RESULTS (reading only file names and RESULTS)."""
     workload = str(Path(workload).absolute())
     if grid.base["comm_groups"] is None:
         groups = Path(f"{workload}.comm_groups.json")  # what `chakra generate` writes beside its traces
@@ -279,35 +277,57 @@ def run_sweep(
     ids = [p.id for p in points]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{grid.path}: some points are the same simulation (an axis repeats a value)")
-    old = read_results(out)
     keep_status = {"ok"} if retry_errors else {"ok", "error"}
-    done_ids = {r["point_id"] for r in old if r.get("status") in keep_status}
-    rows = [r for r in old if r.get("status") in keep_status]
-    todo = [p for p in points if p.id not in done_ids]
-    summary = SweepSummary(len(points), len(points) - len(todo), 0, 0, 0.0, _workers(client), 0.0, errors=[])
-    futures = {client.submit(simulate_point, p.config, key=f"chakra-sweep-{p.id}-{time.time_ns()}", pure=False): p
-               for p in todo}  # fmt: skip
-    last_flush = time.perf_counter()
+    rows = [r for r in read_results(out) if r.get("status") in keep_status]
+    done_ids = {r["point_id"] for r in rows}
+    return SweepPlan(points, rows, [p for p in points if p.id not in done_ids])
+
+
+def run_sweep(
+    grid: Grid,
+    workload: str,
+    out: Path,
+    *,
+    client: Any,
+    retry_errors: bool = False,
+    progress: Optional[Callable[[int, int], None]] = None,
+    plan: Optional[SweepPlan] = None,
+) -> SweepSummary:
+    """Simulate every point of `grid` not yet in RESULTS; rewrite RESULTS as points finish.
+
+    `client` may be None when `plan` has nothing left to run (no cluster is needed then).
+    """
+    t0 = time.perf_counter()
+    plan = plan or plan_sweep(grid, workload, out, retry_errors=retry_errors)
+    points, rows, todo = plan.points, list(plan.rows), plan.todo
+    workers = _workers(client) if client is not None else 0
+    summary = SweepSummary(len(points), len(points) - len(todo), 0, 0, 0.0, workers, 0.0, errors=[])
     if progress is not None:
         progress(0, len(todo))
-    for done, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
-        point = futures[fut]
-        try:
-            res = fut.result()
-        except Exception as exc:  # the worker died: record the point, go on
-            res = {"error": f"{type(exc).__name__}: {exc}"}
-        rows.extend(point_rows(point, res))
-        summary.ran += 1
-        summary.task_s += float(res.get("task_s", 0.0))
-        if "error" in res:
-            summary.failed += 1
-            summary.errors.append((point.id, res["error"]))  # type: ignore[union-attr]
-        if progress is not None:
-            progress(done, len(todo))
-        if time.perf_counter() - last_flush > FLUSH_S:  # a killed sweep keeps what it finished
-            write_results(out, rows)
-            last_flush = time.perf_counter()
-    order = {pid: i for i, pid in enumerate(ids)}
+    if todo:
+        from distributed import as_completed
+
+        futures = {client.submit(simulate_point, p.config, key=f"chakra-sweep-{p.id}-{time.time_ns()}", pure=False): p
+                   for p in todo}  # fmt: skip
+        last_flush = time.perf_counter()
+        for done, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
+            point = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:  # the worker died: record the point, go on
+                res = {"error": f"{type(exc).__name__}: {exc}"}
+            rows.extend(point_rows(point, res))
+            summary.ran += 1
+            summary.task_s += float(res.get("task_s", 0.0))
+            if "error" in res:
+                summary.failed += 1
+                summary.errors.append((point.id, res["error"]))  # type: ignore[union-attr]
+            if progress is not None:
+                progress(done, len(todo))
+            if time.perf_counter() - last_flush > FLUSH_S:  # a killed sweep keeps what it finished
+                write_results(out, rows)
+                last_flush = time.perf_counter()
+    order = {p.id: i for i, p in enumerate(points)}
     rows.sort(key=lambda r: (order.get(r["point_id"], len(order)), r["scope"] != "overall", r["rank"] or 0))
     summary.parquet, summary.csv = write_results(out, rows)
     summary.wall_s = time.perf_counter() - t0

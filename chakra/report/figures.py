@@ -221,10 +221,11 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
     b, p = report["baseline"], report["predicted"]
     fig = go.Figure()
     cols = ["baseline", f"what-if: {report['recipe']}"]
+    colors = {key: color for key, _, color in _ANALYZE_PARTS}
     for key, name in _WHATIF_ROWS:
         ys = [b["breakdown_per_step_ns"].get(key, 0) / _MS, p["breakdown_per_step_ns"].get(key, 0) / _MS]
         if any(ys):
-            fig.add_trace(go.Bar(x=cols, y=ys, name=name))
+            fig.add_trace(go.Bar(x=cols, y=ys, name=name, marker_color=colors.get(key)))
     _layout(fig, "per step, slowest rank: baseline vs what-if", "", "ms", barmode="stack")
     sp = report.get("speedup")
     note = f"predicted speedup {sp:.3f}x" if sp else "predicted step time is 0"

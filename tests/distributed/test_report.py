@@ -38,13 +38,12 @@ def check_in_browser(html: Path, expected_plots: int) -> Path:
     source = html.read_text()
     assert not re.search(r"<script[^>]+src=", source)  # nothing to fetch: plotly.js is inline
     assert len(re.findall(r'id="chakra-plot-\d+"', source)) == expected_plots
-    dom = browse(html, "--dump-dom")
+    png = html.with_suffix(".png")
+    dom = browse(html, "--dump-dom", f"--screenshot={png}")  # the DOM after the scripts ran, and a picture
     assert f'data-plots-rendered="{expected_plots}"' in dom
     assert dom.count('class="main-svg"') >= expected_plots
     errors = re.search(r'<pre id="chakra-js-errors"([^>]*)>(.*?)</pre>', dom, re.S)
     assert errors is not None and "hidden" in errors.group(1) and errors.group(2) == ""
-    png = html.with_suffix(".png")
-    browse(html, f"--screenshot={png}")
     assert png.stat().st_size > 20_000  # a blank page is a few KB
     keep = os.environ.get("CHAKRA_SCREENSHOTS")
     if keep:
