@@ -48,11 +48,12 @@ def sweep_cmd(
     """
     from contextlib import nullcontext
 
-    from chakra.distributed.cluster import dask_client
+    from chakra.distributed.cluster import check_workers, dask_client
     from chakra.distributed.grid import load_grid
     from chakra.distributed.sweep import plan_sweep, run_sweep
 
     with handle_errors():
+        check_workers(workers)
         g = load_grid(grid)
         plan = plan_sweep(g, workload, output, retry_errors=retry_errors)
         total, todo = len(plan.points), len(plan.todo)

@@ -29,10 +29,11 @@ def run_batch(
 ) -> None:
     """Expand the inputs, convert every rank on Dask, print a table, exit 1 on any failure."""
     from chakra.distributed.batch import convert_batch
-    from chakra.distributed.cluster import dask_client
+    from chakra.distributed.cluster import check_workers, dask_client
     from chakra.distributed.inputs import by_rank, expand
 
     with handle_errors():
+        check_workers(workers)
         files, skipped = expand(inputs, fmt)
         kin, _ = expand(kineto or [], "kineto")
         for p in skipped:

@@ -23,10 +23,14 @@ def require_dask() -> Any:
     return distributed
 
 
-def local_workers(workers: Optional[int], tasks: int) -> int:
-    """Worker processes for a local cluster: as asked, else one per core, never more than tasks."""
+def check_workers(workers: Optional[int]) -> None:
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
+
+
+def local_workers(workers: Optional[int], tasks: int) -> int:
+    """Worker processes for a local cluster: as asked, else one per core, never more than tasks."""
+    check_workers(workers)
     n = workers or os.cpu_count() or 1
     return max(1, min(n, tasks)) if tasks else n
 

@@ -122,3 +122,8 @@ def test_cli_failed_rank_exits_1_with_one_line_per_rank(run_cli, ddp2, samples_d
     assert len(lines) == 1 and "rank 1" in lines[0] and "kineto.1.json" in lines[0]
     assert "Traceback" not in res.stderr
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["x.0.et"]
+
+
+def test_cli_rejects_zero_workers(run_cli, ddp2, tmp_path):
+    res = run_cli("convert", "pytorch", str(ddp2), "--workers", "0", "-o", str(tmp_path / "x"))
+    assert res.exit_code == 1 and res.stderr.startswith("error: --workers must be >= 1")

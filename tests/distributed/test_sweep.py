@@ -87,7 +87,7 @@ zip:
 """
 
 
-def test_sweep_results_resume_and_failures(client, workload, tmp_path):
+def test_sweep_results_resume_and_failures(client, workload, tmp_path, run_cli):
     from chakra.sim import simulate
     from chakra.sim.config import NetworkConfig
 
@@ -120,6 +120,11 @@ def test_sweep_results_resume_and_failures(client, workload, tmp_path):
     retry = run_sweep(load_grid(_grid(tmp_path, GRID)), str(workload), out, client=client, retry_errors=True)
     assert (retry.ran, retry.failed, retry.skipped) == (8, 8, 8)
     assert len(read_results(out)) == len(rows)
+    # Nothing left to run: the CLI needs no cluster (this scheduler address has none behind it).
+    res = run_cli("sweep", str(workload), "--grid", str(tmp_path / "grid.yaml"), "-o", str(out),
+                  "--scheduler", "tcp://127.0.0.1:9", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert '"skipped": 16' in res.stdout and '"ran": 0' in res.stdout
 
 
 @pytest.mark.parametrize(("name", "points"), [("network.yaml", 48), ("hierarchy.yaml", 54)])
