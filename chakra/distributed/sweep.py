@@ -156,8 +156,14 @@ def point_rows(point: Point, res: dict[str, Any]) -> list[dict[str, Any]]:
         overall[f] = overall[f] / n  # mean over ranks; finish is the slowest rank, nodes the sum
     slowest = max(ranks, key=lambda r: (ranks[r]["finish_ns"], -r)) if ranks else None
     head = {"point_id": point.id, "status": "ok", "error": None}
-    rows = [{**head, "scope": "overall", "rank": None, **params, **overall, "events": sim.get("events"),
-             "replayed_collectives": sim.get("settings", {}).get("replayed_collectives"), "slowest_rank": slowest, **timing, "config": config_json(point)}]  # fmt: skip
+    extra = {
+        "events": sim.get("events"),
+        "replayed_collectives": sim.get("settings", {}).get("replayed_collectives"),
+        "slowest_rank": slowest,
+        **timing,
+        "config": config_json(point),
+    }
+    rows = [{**head, "scope": "overall", "rank": None, **params, **overall, **extra}]
     for r in sorted(ranks):
         rows.append({**head, "scope": "rank", "rank": r, **params, **{f: ranks[r][f] for f in FIGURES}})
     return rows
