@@ -15,6 +15,8 @@ from chakra.io import read_traces
 from chakra.schema.attrs import get_attr
 from chakra.validate import validate_traces
 
+pytest.importorskip("distributed", reason="Dask (distributed) is not installed: pip install 'chakra-et[dist]'")
+
 
 @pytest.fixture(scope="module")
 def ddp2(samples_dir) -> Path:

@@ -10,6 +10,8 @@ from chakra.distributed.grid import expand, load_grid
 from chakra.distributed.sweep import read_results, run_sweep
 from chakra.errors import ConfigError
 
+pytest.importorskip("distributed", reason="Dask (distributed) is not installed: pip install 'chakra-et[dist]'")
+
 pa = pytest.importorskip("pyarrow")
 
 
