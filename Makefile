@@ -12,7 +12,7 @@ setup: $(VENV)/.installed system-deps
 $(VENV)/.installed: pyproject.toml setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -e '.[dev,synth]'
+	$(PY) -m pip install -q -e '.[dev,synth,dist]'
 	touch $@
 
 # graphviz renders PDFs/SVGs; poppler-utils lets tests look at a rendered page; protoc is not needed.

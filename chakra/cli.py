@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "interpolate": ("interpolate", "Rewrite durations from fitted models or a scale factor (BigSim-style)"),
     "jsonize": ("jsonize", "Write the lossless JSON form of .et traces"),
     "dejsonize": ("jsonize", "Turn JSON traces (ours or the official form) back into .et (= chakra convert json)"),
+    "sweep": ("sweep", "Simulate a grid of network/system/memory/what-if settings on Dask; Parquet + CSV results"),
+    "report": ("report", "One self-contained interactive HTML report of sweep results"),
 }  # fmt: skip
 
 #: One line per subcommand (kept for callers of the old name).

@@ -32,6 +32,15 @@ state = State()
 # Reusable option declarations so every subcommand spells them the same way.
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+# Scale-out on Dask (chakra.distributed): declared once, used by convert FORMAT and sweep.
+WorkersOption = typer.Option(
+    None, "--workers", "-W", help="Run as Dask tasks on N local worker processes (one task each at a time)."
+)
+SchedulerOption = typer.Option(
+    None,
+    "--scheduler",
+    help="Run on an existing Dask cluster, e.g. tcp://HOST:8786 (workers read and write the paths given).",
+)
 
 
 @contextmanager

@@ -263,12 +263,32 @@ def process_groups(trace: Trace) -> dict[str, list[int]]:
 # Cross rank
 
 
-def _comm_records(trace: Trace) -> tuple[dict[str, list[tuple[int, int, int]]], list[tuple], list[tuple]]:
-    """(pg -> [(type, size, id)] in id order, sends, recvs) for one rank."""
+@dataclass
+class CommSummary:
+    """What the cross-rank rules need from one rank: small enough to ship between processes.
+
+    `colls`: pg_name -> [(comm_type, comm_size, node id)] in node-id order; `sends`/`recvs`:
+    (src, dst, tag, size, node id); `groups`: pg_name -> member ranks from METADATA nodes.
+    """
+
+    rank: Optional[int]
+    colls: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    sends: list[tuple] = field(default_factory=list)
+    recvs: list[tuple] = field(default_factory=list)
+    groups: dict[str, list[int]] = field(default_factory=dict)
+
+
+def comm_summary(nodes: Iterable[pb.Node], rank: Optional[int]) -> CommSummary:
+    """One pass over a rank's nodes (a list or a streaming reader) keeping only comm records."""
     colls: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    sends: list[tuple] = []
-    recvs: list[tuple] = []
-    for n in sorted((n for n in trace.nodes if n.type in COMM_NODE_TYPES), key=lambda n: n.id):
+    out = CommSummary(rank)
+    comm_nodes = []
+    for n in nodes:
+        if n.type in COMM_NODE_TYPES:
+            comm_nodes.append(n)
+        elif n.type == NodeType.METADATA_NODE and "process_group:init" in n.name:
+            out.groups.update(parse_process_groups(n))
+    for n in sorted(comm_nodes, key=lambda n: n.id):
         amap = _attr_map(n)
         size = _num(amap.get("comm_size")) or 0
         if n.type == NodeType.COMM_COLL_NODE:
@@ -277,19 +297,25 @@ def _comm_records(trace: Trace) -> tuple[dict[str, list[tuple[int, int, int]]], 
             colls[str(pg_name or "")].append((_num(amap.get("comm_type")) or 0, size, n.id))
         else:
             rec = (_num(amap.get("comm_src")), _num(amap.get("comm_dst")), _num(amap.get("comm_tag")), size, n.id)
-            (sends if n.type == NodeType.COMM_SEND_NODE else recvs).append(rec)
-    return colls, sends, recvs
+            (out.sends if n.type == NodeType.COMM_SEND_NODE else out.recvs).append(rec)
+    out.colls = dict(colls)
+    return out
 
 
 def check_cross_rank(traces: Sequence[Trace], report: Report) -> None:
-    ranks = [t.rank for t in traces]
-    if len(traces) < 2 or any(r is None for r in ranks):
+    check_cross_rank_summaries([comm_summary(t.nodes, t.rank) for t in traces], report)
+
+
+def check_cross_rank_summaries(summaries: Sequence[CommSummary], report: Report) -> None:
+    """The cross-rank rules on per-rank summaries (so ranks can be summarised where they are read)."""
+    ranks = [s.rank for s in summaries]
+    if len(summaries) < 2 or any(r is None for r in ranks):
         return
     groups: dict[str, list[int]] = {}
-    for t in traces:
-        groups.update(process_groups(t))
+    for s in summaries:
+        groups.update(s.groups)
     present = set(ranks)
-    per_rank = {t.rank: _comm_records(t) for t in traces}
+    per_rank = {s.rank: (s.colls, s.sends, s.recvs) for s in summaries}
 
     # Collective sequences per process group.
     names: set[str] = set()

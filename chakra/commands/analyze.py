@@ -22,6 +22,9 @@ def analyze_cmd(
     ),
     network: Optional[Path] = typer.Option(None, "--network", "-n", help="Network config for the simulation."),
     system: Optional[Path] = typer.Option(None, "--system", "-s", help="System config for the simulation."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Also write an interactive, self-contained HTML report (breakdown, critical path)."
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -53,6 +56,13 @@ def analyze_cmd(
             warn(note)
         info(f"schedule: {source}", quiet)
         report = analysis.analyze_traces(loaded, times, source=source)
+        if html is not None:
+            from chakra.report.figures import analyze_sections
+            from chakra.report.html import write_html
+
+            write_html(html, f"chakra analyze: {', '.join(traces)}", analyze_sections(report),
+                       subtitle=f"{len(loaded)} rank(s), {source} schedule")  # fmt: skip
+            info(f"wrote {html}", quiet)
         if json_out:
             print_json(report)
             return

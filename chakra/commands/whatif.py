@@ -67,6 +67,9 @@ def whatif_cmd(
     comm: str = typer.Option("model", "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Also write an interactive, self-contained HTML report: baseline vs what-if."
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -119,6 +122,12 @@ def whatif_cmd(
             info(f"wrote {len(paths)} trace(s) to {output}.<rank>.et", quiet)
         if not no_simulate:
             report.update(predict(base, result, network=network, system=system, steps=steps, comm_mode=comm))
+            if html is not None:
+                from chakra.report.figures import whatif_sections
+                from chakra.report.html import write_html
+
+                write_html(html, f"chakra whatif --recipe {recipe}: {', '.join(traces)}", whatif_sections(report))
+                info(f"wrote {html}", quiet)
         if json_out:
             print_json(report)
             return

@@ -9,7 +9,18 @@ from typing import Callable, Optional
 import typer
 from chakra.converters.result import ConversionResult
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json, warn
+from chakra.cli_common import (
+    JsonOption,
+    QuietOption,
+    SchedulerOption,
+    WorkersOption,
+    console,
+    handle_errors,
+    info,
+    make_progress,
+    print_json,
+    warn,
+)
 
 
 class Per(str, Enum):
@@ -33,6 +44,8 @@ def add_cli(app: typer.Typer) -> None:
         per: Per = PerOption,
         gaps: bool = GapsOption,
         engine: bool = EngineOption,
+        workers: Optional[int] = WorkersOption,
+        scheduler: Optional[str] = SchedulerOption,
         quiet: bool = QuietOption,
         as_json: bool = JsonOption,
     ) -> None:
@@ -50,6 +63,13 @@ def add_cli(app: typer.Typer) -> None:
         """
         from chakra.converters.nsys import convert
 
+        from chakra.distributed.cli import run_batch, wants_dask
+
+        if wants_dask(workers, scheduler):  # one Dask task per report
+            options = {"per": per.value, "gaps": gaps, "copy_engine_order": engine}
+            run_batch("nsys", inputs, output, workers=workers, scheduler=scheduler, options=options, quiet=quiet,
+                      json_out=as_json)  # fmt: skip
+            return
         with handle_errors():
             result = run_with_progress(
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),

@@ -73,8 +73,12 @@ def convert_reports(
     copy_engine_order: bool = True,
     progress: Optional[Callable[[str, int], None]] = None,
     display: Optional[Sequence[Path]] = None,
+    rank_offset: int = 0,
 ) -> ConvertResult:
     """Convert each report in turn; ranks are numbered across reports in the order given.
+
+    `rank_offset` numbers the first rank (a batch converts each report on its own, at the
+    offset the reports before it take).
 
     Every report is opened (and checked) before anything is written, and all outputs are renamed into
     place only when every report converted, so a failure never leaves half a job behind.
@@ -92,7 +96,7 @@ def convert_reports(
     writers: list[TraceWriter] = []
     ok = False
     try:
-        offset = 0
+        offset = rank_offset
         for report in reports:
             offset += _convert_one(
                 report, Path(prefix), offset, per, Options(gaps, copy_engine_order), result, writers, progress

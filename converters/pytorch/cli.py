@@ -8,7 +8,15 @@ from typing import Optional
 import typer
 from chakra.converters.result import ConversionResult
 
-from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, print_json
+from chakra.cli_common import (
+    JsonOption,
+    QuietOption,
+    SchedulerOption,
+    WorkersOption,
+    err_console,
+    handle_errors,
+    print_json,
+)
 
 
 def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
@@ -19,6 +27,18 @@ def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
         from .summary import render
 
         render(result.summary, err_console)
+
+
+def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], scheduler: Optional[str],
+          kineto: Optional[list[Path]], options: dict, quiet: bool, json_out: bool) -> bool:  # fmt: skip
+    """Hand the job to Dask (one task per rank; inputs may be folders or globs) when asked to."""
+    from chakra.distributed.cli import run_batch, wants_dask
+
+    if not wants_dask(workers, scheduler):
+        return False
+    run_batch(fmt, inputs, output, workers=workers, scheduler=scheduler, kineto=kineto, options=options,
+              quiet=quiet, json_out=json_out)  # fmt: skip
+    return True
 
 
 def add_cli(app: typer.Typer) -> None:
@@ -34,6 +54,8 @@ def add_cli(app: typer.Typer) -> None:
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         no_io: bool = typer.Option(False, "--no-io", help="Do not copy op inputs/outputs (smaller, faster)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
+        workers: Optional[int] = WorkersOption,
+        scheduler: Optional[str] = SchedulerOption,
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -43,7 +65,15 @@ def add_cli(app: typer.Typer) -> None:
         ranks convert in parallel. Example:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
+
+        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task and INPUT may be
+        folders or quoted globs ('traces/*.json'); ranks come from the names (et.12.json, rank12/):
+
+          chakra convert pytorch traces/ --workers 8 -o out/job
         """
+        options = {"gap_min_us": gap_min, "io": not no_io}
+        if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
+            return
         from chakra.converters.pytorch import convert
 
         with handle_errors():
@@ -58,6 +88,8 @@ def add_kineto_cli(app: typer.Typer) -> None:
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
+        workers: Optional[int] = WorkersOption,
+        scheduler: Optional[str] = SchedulerOption,
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -68,6 +100,10 @@ def add_kineto_cli(app: typer.Typer) -> None:
 
           chakra convert kineto rank0.pt.trace.json.gz rank1.pt.trace.json.gz -o out/run
         """
+        if _dask(
+            "kineto", inputs, output, workers, scheduler, None, {"gap_min_us": gap_min, "io": False}, quiet, json_out
+        ):
+            return
         from chakra.converters.kineto import convert
 
         with handle_errors():

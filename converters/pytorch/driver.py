@@ -355,6 +355,49 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
         return {"error": f"{out_path}: cannot write ({exc.strerror or exc})"}
 
 
+def convert_rank_files(
+    rank: int,
+    paths: Sequence[Path],
+    kineto_paths: Sequence[Path],
+    out_path: Path,
+    options: Optional[Options] = None,
+) -> dict[str, Any]:
+    """Convert ONE rank given by file names, reading the files here (a batch worker's whole job).
+
+    `paths` may hold the ET and/or its Kineto trace (told apart by content); `kineto_paths` must be
+    Kineto traces. The rank comes from the caller (file names); a Kineto trace whose
+    distributedInfo names another rank is refused, as in `gather_inputs`. Writes `out_path`
+    atomically and returns the summary, or `{"error": ...}` (nothing written).
+    """
+    try:
+        ets: list[tuple[str, Any]] = []
+        kins: list[tuple[str, Any]] = []
+        for path in paths:
+            for name, raw in read_input_bytes(Path(path)):
+                (ets if classify(name, raw) == "et" else kins).append((name, raw))
+        for path in kineto_paths:
+            for name, raw in read_input_bytes(Path(path)):
+                if classify(name, raw) != "kineto":
+                    raise TraceFormatError(name, "given with --kineto but it is not a Kineto trace")
+                kins.append((name, raw))
+        if len(ets) > 1 or len(kins) > 1:
+            names = [n for n, _ in ets] if len(ets) > 1 else [n for n, _ in kins]
+            raise InputError(f"rank {rank}: several files of one kind ({', '.join(names)}); one ET and one Kineto each")
+        if not ets and not kins:
+            raise InputError(f"rank {rank}: no input files")
+        ri = RankInput(rank)
+        if ets:
+            ri.et, ri.et_raw = ets[0]
+        if kins:
+            ri.kineto, ri.kineto_raw = kins[0]
+            stated = _kineto_rank(bytes(kins[0][1][:200000]))
+            if stated is not None and stated != rank:
+                raise InputError(f"{kins[0][0]}: is rank {stated} (distributedInfo) but its file name says rank {rank}")
+    except ChakraError as exc:
+        return {"error": str(exc)}
+    return _convert_one(ri, str(out_path), options or Options())
+
+
 def _plain_bytes(raw: Any) -> Optional[bytes]:
     return raw if raw is None or isinstance(raw, bytes) else bytes(raw)
 
@@ -399,4 +442,4 @@ def convert_files(
                 os.unlink(tmp)
 
 
-__all__ = ["Options", "convert_rank", "convert_files", "gather_inputs", "COMM"]
+__all__ = ["Options", "convert_rank", "convert_files", "convert_rank_files", "gather_inputs", "COMM"]

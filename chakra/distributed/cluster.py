@@ -1,0 +1,74 @@
+"""A Dask client for a command: a local cluster of worker processes, or an existing scheduler."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+from chakra.errors import ChakraError, InputError
+
+#: Seconds to wait for a remote scheduler before giving up with one error line.
+CONNECT_TIMEOUT = float(os.environ.get("CHAKRA_DASK_CONNECT_TIMEOUT", 20))
+
+
+def require_dask() -> Any:
+    """The `distributed` module, or one error line saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ChakraError("--workers/--scheduler need Dask: pip install 'chakra-et[dist]'") from None
+    return distributed
+
+
+def check_workers(workers: Optional[int]) -> None:
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+
+
+def local_workers(workers: Optional[int], tasks: int) -> int:
+    """Worker processes for a local cluster: as asked, else one per core, never more than tasks."""
+    check_workers(workers)
+    n = workers or os.cpu_count() or 1
+    return max(1, min(n, tasks)) if tasks else n
+
+
+@contextmanager
+def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, tasks: int = 0) -> Iterator[Any]:
+    """Yield a connected `distributed.Client`; a local cluster is torn down on exit.
+
+    Local workers are processes with one thread each, so each holds one task (one rank's
+    conversion, one simulation) at a time: memory per worker is bounded by the largest task.
+    """
+    distributed = require_dask()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = local_workers(workers, tasks)
+    cluster = distributed.LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        # No dashboard for a command's lifetime; the scheduler's small HTTP endpoint takes a free
+        # port instead of 8787 (which another cluster on the host may hold).
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+        silence_logs=logging.ERROR,
+    )
+    try:
+        client = distributed.Client(cluster, set_as_default=False)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()

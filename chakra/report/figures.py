@@ -1,0 +1,248 @@
+"""Figures for the HTML reports: sweep results, `chakra analyze` and `chakra whatif` reports."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .html import Section, plotly
+
+PARAM_PREFIXES = ("network.", "system.", "memory.", "simulate.", "whatif")
+BREAKDOWN = (
+    ("compute_ns", "compute", "#4C78A8"),
+    ("exposed_comm_ns", "exposed communication", "#F58518"),
+    ("idle_ns", "idle", "#BAB0AC"),
+)
+_MS = 1e6
+
+
+def _layout(fig: Any, title: str, x: str, y: str, **kw: Any) -> Any:
+    fig.update_layout(
+        title=title,
+        xaxis_title=x,
+        yaxis_title=y,
+        template="plotly_white",
+        height=420,
+        margin={"l": 60, "r": 20, "t": 50, "b": 60},
+        **kw,
+    )
+    return fig
+
+
+def swept_parameters(overall: Sequence[dict[str, Any]]) -> list[str]:
+    """Parameter columns that take more than one value among the points."""
+    names: list[str] = []
+    for row in overall:
+        names.extend(k for k in row if k.startswith(PARAM_PREFIXES) and k not in names)
+    return [k for k in names if len({repr(r.get(k)) for r in overall}) > 1]
+
+
+def _label(row: dict[str, Any], params: Sequence[str]) -> str:
+    return ", ".join(f"{p.split('.', 1)[-1]}={row.get(p)}" for p in params)
+
+
+def sweep_sections(rows: Sequence[dict[str, Any]]) -> list[Section]:
+    go = plotly()
+    overall = [r for r in rows if r.get("scope") == "overall" and r.get("status") == "ok"]
+    failed = [r for r in rows if r.get("status") == "error"]
+    params = swept_parameters(overall)
+    sections: list[Section] = []
+    if not overall:
+        return [Section("No results", f"{len(failed)} point(s), all failed.", table=_errors(failed))]
+
+    # Step time against each swept parameter; the other parameters tell the points apart on hover.
+    figs = []
+    for p in params:
+        fig = go.Figure()
+        groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+        for r in overall:
+            groups[r.get(p)].append(r)
+        numeric = all(isinstance(k, (int, float)) and not isinstance(k, bool) for k in groups)
+        keys = sorted(groups, key=lambda k: (k is None, k if numeric else (str(k) != "none", str(k))))
+        xs = [r.get(p) if numeric else str(r.get(p)) for k in keys for r in groups[k]]
+        ys = [r["finish_ns"] / _MS for k in keys for r in groups[k]]
+        text = [_label(r, [q for q in params if q != p]) for k in keys for r in groups[k]]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                name="points",
+                text=text,
+                hovertemplate="%{x}: %{y:.3f} ms<br>%{text}<extra></extra>",
+                opacity=0.6,
+            )
+        )
+        best = [min(r["finish_ns"] for r in groups[k]) / _MS for k in keys]
+        fig.add_trace(
+            go.Scatter(
+                x=keys if numeric else [str(k) for k in keys], y=best, mode="lines+markers", name="best at this value"
+            )
+        )
+        figs.append(_layout(fig, f"step time vs {p}", p, "step time (ms)", xaxis_type="log" if _spread(keys) else None))
+    sections.append(
+        Section(
+            "Step time against each swept parameter",
+            f"{len(overall)} point(s) simulated, {len(failed)} failed; step = slowest rank's finish.",
+            figs,
+        )
+    )
+
+    # Per-rank breakdown of the fastest and the slowest point.
+    by_point: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r.get("scope") == "rank" and r.get("status") == "ok":
+            by_point[r["point_id"]].append(r)
+    fastest = min(overall, key=lambda r: r["finish_ns"])
+    slowest = max(overall, key=lambda r: r["finish_ns"])
+    figs = []
+    for what, row in (("fastest", fastest), ("slowest", slowest)):
+        title = f"{what} point ({row['finish_ns'] / _MS:,.3f} ms): {_label(row, params)}"
+        figs.append(rank_breakdown_figure(by_point.get(row["point_id"], []), title))
+        if fastest is slowest:
+            break
+    sections.append(
+        Section("Where each rank's time goes", "Stacked per rank: compute, exposed communication, idle.", figs)
+    )
+
+    wi = whatif_pairs(overall, params)
+    if wi is not None:
+        sections.append(wi)
+    top = sorted(overall, key=lambda r: r["finish_ns"])[:10]
+    header = ["step ms", *params, "point"]
+    sections.append(
+        Section(
+            "Best points",
+            table=(header, [[r["finish_ns"] / _MS, *(r.get(p) for p in params), r["point_id"]] for r in top]),
+        )
+    )
+    if failed:
+        sections.append(Section("Failed points", table=_errors(failed)))
+    return sections
+
+
+def _spread(keys: Sequence[Any]) -> bool:
+    nums = [k for k in keys if isinstance(k, (int, float)) and not isinstance(k, bool) and k > 0]
+    return len(nums) == len(keys) and len(nums) > 2 and max(nums) / min(nums) >= 16
+
+
+def _errors(failed: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    return ["point", "error"], [[r["point_id"], r.get("error")] for r in failed[:50]]
+
+
+def rank_breakdown_figure(ranks: Sequence[dict[str, Any]], title: str) -> Any:
+    go = plotly()
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+    fig = go.Figure()
+    xs = [str(r["rank"]) for r in ranks]
+    for key, name, color in BREAKDOWN:
+        fig.add_trace(go.Bar(x=xs, y=[(r.get(key) or 0) / _MS for r in ranks], name=name, marker_color=color))
+    return _layout(fig, title, "rank", "ms", barmode="stack")
+
+
+def whatif_pairs(overall: Sequence[dict[str, Any]], params: Sequence[str]) -> Any:
+    """Baseline (whatif=none) next to each recipe at the same other parameters."""
+    if "whatif" not in params:
+        return None
+    go = plotly()
+    others = [p for p in params if not p.startswith("whatif")]
+    by_cfg: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in overall:
+        by_cfg[_label(r, others) or "base"][str(r.get("whatif"))] = r["finish_ns"] / _MS
+    cfgs = [c for c, v in by_cfg.items() if "none" in v][:40]
+    recipes = sorted({k for c in cfgs for k in by_cfg[c]} - {"none"})
+    if not cfgs or not recipes:
+        return None
+    fig = go.Figure()
+    for name in ["none", *recipes]:
+        label = "baseline" if name == "none" else name
+        fig.add_trace(go.Bar(x=cfgs, y=[by_cfg[c].get(name) for c in cfgs], name=label))
+    _layout(fig, "baseline vs what-if, per configuration", "configuration", "step time (ms)", barmode="group")
+    return Section("Baseline vs what-if", "Each configuration simulated as is and with each recipe.", [fig])
+
+
+# ----------------------------------------------------------------------------- analyze / whatif
+
+
+_ANALYZE_PARTS = (
+    ("cpu_only", "CPU only", "#72B7B2"),
+    ("gpu_only", "GPU only", "#4C78A8"),
+    ("cpu_gpu_overlap", "CPU+GPU overlapped", "#54A24B"),
+    ("exposed_comm", "exposed communication", "#F58518"),
+    ("mem", "memory", "#B279A2"),
+    ("idle", "idle", "#BAB0AC"),
+)
+
+
+def analyze_sections(report: dict[str, Any], top: int = 12) -> list[Section]:
+    go = plotly()
+    ranks = report["ranks"]
+    fig = go.Figure()
+    xs = [str(r) for r in ranks]
+    for key, name, color in _ANALYZE_PARTS:
+        ys = [r["breakdown"].get(key, 0) / _MS for r in ranks.values()]
+        if any(ys):
+            fig.add_trace(go.Bar(x=xs, y=ys, name=name, marker_color=color))
+    _layout(fig, f"time breakdown per rank ({report.get('schedule')} schedule)", "rank", "ms", barmode="stack")
+    sections = [
+        Section("Where each rank's time goes", "Stacked: compute by resource, exposed communication, idle.", [fig])
+    ]
+    slowest = sorted(ranks, key=lambda r: -ranks[r]["breakdown"]["step"])[:4]
+    figs = [critical_path_figure(f"rank {r}", ranks[r]["critical_path"], top) for r in slowest]
+    sections.append(Section("Critical path: top operators", "The dependency chain that sets the step time "
+                            "(slowest ranks first), by operator class.", figs))  # fmt: skip
+    return sections
+
+
+def critical_path_figure(who: str, cp: dict[str, Any], top: int = 12) -> Any:
+    """Horizontal bars: the operator classes that take most of a critical path."""
+    go = plotly()
+    rows = cp["by_class"][:top][::-1]
+    f = go.Figure(go.Bar(x=[x["ns"] / _MS for x in rows], y=[x["class"] for x in rows], orientation="h",
+                         text=[f"{100 * x['share']:.1f}%" for x in rows], textposition="auto"))  # fmt: skip
+    length = cp.get("length_ns", cp.get("busy_ns", 0))
+    _layout(f, f"{who}: critical path {length / _MS:,.3f} ms, {cp['nodes']} nodes: top operators", "ms", "")
+    f.update_layout(height=max(300, 28 * len(rows) + 120))
+    return f
+
+
+_WHATIF_ROWS = (
+    ("cpu_only", "CPU only"),
+    ("gpu_only", "GPU only"),
+    ("cpu_gpu_overlap", "CPU+GPU overlapped"),
+    ("exposed_comm", "exposed communication"),
+    ("idle", "idle"),
+)
+
+
+def whatif_sections(report: dict[str, Any]) -> list[Section]:
+    go = plotly()
+    b, p = report["baseline"], report["predicted"]
+    fig = go.Figure()
+    cols = ["baseline", f"what-if: {report['recipe']}"]
+    colors = {key: color for key, _, color in _ANALYZE_PARTS}
+    for key, name in _WHATIF_ROWS:
+        ys = [b["breakdown_per_step_ns"].get(key, 0) / _MS, p["breakdown_per_step_ns"].get(key, 0) / _MS]
+        if any(ys):
+            fig.add_trace(go.Bar(x=cols, y=ys, name=name, marker_color=colors.get(key)))
+    _layout(fig, "per step, slowest rank: baseline vs what-if", "", "ms", barmode="stack")
+    sp = report.get("speedup")
+    note = f"predicted speedup {sp:.3f}x" if sp else "predicted step time is 0"
+    ys = [b["step_ns"] / _MS, p["step_ns"] / _MS]
+    bar = go.Bar(x=cols, y=ys, marker_color=["#4C78A8", "#F58518"], text=[f"{y:,.3f}" for y in ys])
+    step = go.Figure(bar)
+    _layout(step, "step time", "", "ms")
+    rows = [
+        [name, b["breakdown_per_step_ns"].get(k, 0) / _MS, p["breakdown_per_step_ns"].get(k, 0) / _MS]
+        for k, name in (("step", "step"), *_WHATIF_ROWS)
+        if k in b["breakdown_per_step_ns"]
+    ]
+    return [
+        Section(
+            f"Baseline vs what-if ({report['recipe']})",
+            note + "; " + "; ".join(report.get("notes") or []),
+            [step, fig],
+            table=(["ms per step", "baseline", "predicted"], rows),
+        )
+    ]
