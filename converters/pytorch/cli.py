@@ -15,12 +15,14 @@ from .summary import render
 
 
 def _run(ets: list[Path], kinetos: list[Path], output: Path, gap_min: float, no_io: bool, jobs: int,
-         quiet: bool, json_out: bool) -> None:  # fmt: skip
+         quiet: bool, json_out: bool, metadata_node: bool = False) -> None:  # fmt: skip
     with handle_errors():
         for p in [*ets, *kinetos]:
             if not p.exists():
                 raise InputError(f"{p}: no such file")
-        summaries = convert_files(ets, kinetos, output, Options(gap_min_us=gap_min, io=not no_io, jobs=jobs))
+        summaries = convert_files(
+            ets, kinetos, output, Options(gap_min_us=gap_min, io=not no_io, jobs=jobs, metadata_node=metadata_node)
+        )
         if json_out:
             print_json(summaries)
         elif not quiet:
@@ -36,10 +38,15 @@ def add_cli(app: typer.Typer) -> None:
         kineto: Optional[list[Path]] = typer.Option(
             None, "--kineto", "-k", help="Kineto trace(s) of the same run (repeat the option per rank)."
         ),  # fmt: skip
-        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+        output: Path = typer.Option(
+            ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
+        ),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         no_io: bool = typer.Option(False, "--no-io", help="Do not copy op inputs/outputs (smaller, faster)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
+        metadata_node: bool = typer.Option(
+            False, "--metadata-node", help="Keep the process_group:init METADATA node (ASTRA-sim aborts on it)."
+        ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -50,7 +57,7 @@ def add_cli(app: typer.Typer) -> None:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
         """
-        _run(inputs, list(kineto or []), output, gap_min, no_io, jobs, quiet, json_out)
+        _run(inputs, list(kineto or []), output, gap_min, no_io, jobs, quiet, json_out, metadata_node)
 
 
 def add_kineto_cli(app: typer.Typer) -> None:
