@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
+from chakra.commgroups import groups_beside
 from chakra.validate import ERROR, validate_traces
 
 
@@ -25,7 +26,7 @@ def validate(
     """
     with handle_errors():
         loaded = load_traces(traces, quiet)
-        report = validate_traces(loaded, cross_rank=not no_cross_rank)
+        report = validate_traces(loaded, cross_rank=not no_cross_rank, groups=groups_beside(traces))
         if json_out:
             print_json(report.to_json())
         else:
