@@ -32,6 +32,7 @@ from typing import Any, Optional
 
 from chakra.commgroups import WORLD_NAMES, metadata_groups
 from chakra.errors import InputError
+from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
 from chakra.trace import Trace
@@ -81,6 +82,7 @@ class Fix:
     drop: bool = False
     compute: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
+    drop_deps: set[int] = field(default_factory=set)  # parents whose edge closes a cycle
 
 
 @dataclass
@@ -154,7 +156,17 @@ class _Planner:
                 ranks = list(world)
             if ranks is None:
                 ranks = list(world) if name in WORLD_NAMES else sorted(used[name])
-            key = tuple(ranks)
+            key = tuple(r for r in ranks if 0 <= r < self.n)
+            if len(key) != len(ranks):
+                self.add(
+                    None,
+                    None,
+                    "absent-members",
+                    f"process group {name!r} lists ranks {list(ranks)}, but only ranks 0..{self.n - 1} have traces "
+                    "(its collectives would wait for them forever)",
+                    f"the group is reduced to {list(key)}",
+                )
+                self.counts["groups reduced to the ranks present"] += 1
             if name in WORLD_NAMES and set(key) == set(world):
                 rename[name], members[name] = name, world
                 continue
@@ -197,7 +209,10 @@ class _Planner:
             bad = 0
             for n in sorted(t.nodes, key=lambda n: n.id):
                 for d in (*n.data_deps, *n.ctrl_deps):
-                    if d not in ids:
+                    if d == n.id:
+                        self.counts["self-dependencies removed"] += 1
+                        self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
+                    elif d not in ids:
                         bad += 1
                         if bad <= 20:
                             self.add(
@@ -208,8 +223,29 @@ class _Planner:
                                 "with --missing-deps drop: the edge is removed",
                             )
                 self.node(r, n, rename, members, colls, sends, recvs)
+            by_id = None
+            for child, parent in cycle_breaking_edges(t.nodes):
+                by_id = by_id or t.by_id()
+                node = by_id[child]
+                self.fix(r, node).drop_deps.add(parent)
+                self.counts["cycle edges removed"] += 1
+                self.add(
+                    r,
+                    node,
+                    "cycle",
+                    f"dependency cycle through node {parent} (ASTRA-sim reports the rank finished without running it)",
+                    f"the edge to node {parent} is removed",
+                )
             if bad:
                 missing[r] = bad
+            if bad > 20:
+                self.add(
+                    r,
+                    None,
+                    "missing-dep",
+                    f"{bad - 20} more dependencies on absent node ids ({bad} in all on this rank)",
+                    "with --missing-deps drop: the edges are removed",
+                )
         self.match_collectives(colls)
         self.match_p2p(sends, recvs)
         groups = {name: list(m) for name, m in members.items() if name.isdigit() and int(name) > 0}
@@ -280,8 +316,6 @@ class _Planner:
                 r, n, "one-rank-group", f"collective over one rank ({collective_name(ctype)}) moves no data"
             )
             return
-        if self.n == 1:
-            return  # unreachable: a one-rank job has only one-rank groups
         f = self.fix(r, n)
         if new_pg != pg:
             f.attrs["pg_name"] = new_pg
@@ -440,7 +474,9 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
             f = fixes.get(n.id)
             if f is not None and f.drop:
                 continue
-            deps_ok = all(d in ids for d in n.data_deps) and all(d in ids for d in n.ctrl_deps)
+            nid = n.id
+            cut = f.drop_deps if f is not None else ()
+            deps_ok = not cut and all(d in ids and d != nid for d in (*n.data_deps, *n.ctrl_deps))
             if f is None and deps_ok:
                 nodes.append(n)
                 continue
@@ -453,7 +489,7 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
                     set_attr(new, name, value)
             if not deps_ok:
                 for fld in (new.data_deps, new.ctrl_deps):
-                    kept = list(dict.fromkeys(_reroute(list(fld), meta, ids)))
+                    kept = [d for d in dict.fromkeys(_reroute(list(fld), meta, ids)) if d != nid and d not in cut]
                     del fld[:]
                     fld.extend(kept)
             nodes.append(new)
@@ -538,6 +574,8 @@ def export_astrasim(
     run = write_configs(
         Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
     )
+    if p.missing and missing_deps == "drop":
+        p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
     files = write_rank_traces(out, fixed)
     written = write_comm_groups(out, p.groups)
     run.comm_groups = written
