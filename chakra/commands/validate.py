@@ -76,16 +76,19 @@ def validate(
 def _for_astrasim(loaded: list, groups: dict, json_out: bool) -> None:
     from chakra.export.astrasim import plan
 
-    issues = plan(loaded, groups).issues
+    p = plan(loaded, groups)
+    issues, errors = p.issues, p.errors
     if json_out:
-        print_json({"target": "astra-sim", "ok": not issues, "findings": [i.to_json() for i in issues]})
+        print_json({"target": "astra-sim", "ok": not errors, "findings": [i.to_json() for i in issues]})
     else:
         if issues:
             table = Table(title="What ASTRA-sim 2.x would reject or stop on", title_justify="left")
-            for col in ("rank", "node", "name", "check", "reason", "chakra export astra-sim"):
+            for col in ("severity", "rank", "node", "name", "check", "reason", "chakra export astra-sim"):
                 table.add_column(col, overflow="fold")
             for i in issues:
+                style = "red" if i.severity == "error" else "yellow"
                 table.add_row(
+                    f"[{style}]{i.severity}[/]",
                     "-" if i.rank is None else str(i.rank),
                     "-" if i.node_id is None else str(i.node_id),
                     i.name,
@@ -94,9 +97,13 @@ def _for_astrasim(loaded: list, groups: dict, json_out: bool) -> None:
                     i.fix or "[red]cannot fix[/]",
                 )
             console.print(table)
-        verdict = "[bold green]OK[/]" if not issues else "[bold red]FAILED[/]"
-        console.print(f"{verdict} for ASTRA-sim: {len(loaded)} rank(s), {len(issues):,} finding(s)")
-    if issues:
+        verdict = "[bold green]OK[/]" if not errors else "[bold red]FAILED[/]"
+        console.print(
+            f"{verdict} for ASTRA-sim: {len(loaded)} rank(s), {len(errors):,} error(s), "
+            f"{len(issues) - len(errors):,} warning(s)"
+            + ("; `chakra export astra-sim` writes a variant that runs" if issues and not p.blocking else "")
+        )
+    if errors:
         raise typer.Exit(1)
 
 

@@ -69,6 +69,9 @@ class Issue:
     code: str
     reason: str
     fix: str  # what `chakra export astra-sim` does about it ("" when it cannot)
+    # "error": ASTRA-sim aborts, throws, or leaves the rank (or a node) unfinished; "warning": it
+    # runs, but not what the trace says (BROADCAST replayed by duration, an attribute read as 0)
+    severity: str = "error"
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -93,6 +96,11 @@ class Plan:
     missing: dict[int, int]  # rank -> dependencies on absent ids
     pad_rank: bool  # a one-rank job: ASTRA-sim needs >= 2 NPUs, so an idle rank 1 is added
     counts: dict[str, int]  # what the export changes, by kind (for its summary)
+
+    @property
+    def errors(self) -> list[Issue]:
+        """Findings on which ASTRA-sim aborts, throws or leaves work unfinished."""
+        return [i for i in self.issues if i.severity == "error"]
 
     @property
     def blocking(self) -> list[Issue]:
@@ -122,18 +130,19 @@ class _Planner:
     def fix(self, rank: int, node: pb.Node) -> Fix:
         return self.fixes[rank].setdefault(node.id, Fix())
 
-    def add(self, rank: int, node: Optional[pb.Node], code: str, reason: str, fix: str) -> None:
-        self.issues.append(
-            Issue(rank, node.id if node is not None else None, node.name if node is not None else "", code, reason, fix)
-        )
+    def add(
+        self, rank: Optional[int], node: Optional[pb.Node], code: str, reason: str, fix: str, severity: str = "error"
+    ) -> None:
+        nid, name = (node.id, node.name) if node is not None else (None, "")
+        self.issues.append(Issue(rank, nid, name, code, reason, fix, severity))
 
-    def to_compute(self, rank: int, node: pb.Node, code: str, reason: str) -> None:
+    def to_compute(self, rank: int, node: pb.Node, code: str, reason: str, severity: str = "error") -> None:
         f = self.fix(rank, node)
         if f.compute or f.drop:
             return
         f.compute = code
         self.counts[f"compute ({code})"] += 1
-        self.add(rank, node, code, reason, f"compute node of its recorded {node.duration_micros} us")
+        self.add(rank, node, code, reason, f"compute node of its recorded {node.duration_micros} us", severity)
 
     # -------------------------------------------------------------------------------------- groups
 
@@ -278,6 +287,7 @@ class _Planner:
                     "attr-arm",
                     f"{name} is in {found}; ASTRA-sim reads {expected} only (reads 0)",
                     f"{name} in {expected}",
+                    "warning",
                 )
         if t not in COMM:
             return
@@ -331,7 +341,8 @@ class _Planner:
                     if ctype != CollectiveType.BROADCAST
                     else "BROADCAST: ASTRA-sim replays its recorded duration instead of moving data"
                 )
-                self.to_compute(r, n, f"unsupported-{what.lower()}", reason)
+                severity = "warning" if ctype == CollectiveType.BROADCAST else "error"
+                self.to_compute(r, n, f"unsupported-{what.lower()}", reason, severity)
                 return
             else:
                 f.attrs["comm_type"] = int(target)
@@ -340,9 +351,11 @@ class _Planner:
                     r,
                     n,
                     f"unsupported-{collective_name(ctype).lower()}",
-                    f"{collective_name(ctype)}: ASTRA-sim does not move it through the network"
-                    + ("" if ctype == CollectiveType.BROADCAST else " (the rank never finishes)"),
+                    "BROADCAST: ASTRA-sim replays its recorded duration instead of moving its bytes"
+                    if ctype == CollectiveType.BROADCAST
+                    else f"{collective_name(ctype)}: ASTRA-sim does not implement it (the rank never finishes)",
                     f"{target.name} of the same {size} bytes (same bytes on the wire)",
+                    "warning" if ctype == CollectiveType.BROADCAST else "error",
                 )
         colls[new_pg][r].append((n, size))
 

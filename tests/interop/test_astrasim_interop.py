@@ -49,6 +49,14 @@ def _bigsim(s: Path, out: Path, cli: Callable) -> list[str]:
     return ["convert", "bigsim", str(logs / "examples" / "case3"), "-o", str(out)]
 
 
+def _feeder(s: Path, out: Path, cli: Callable) -> list[str]:
+    """The official feeder's test trace: absent dependencies, self-dependencies, cycles."""
+    folder = out.parent / "feeder"
+    with tarfile.open(s / "et" / "feeder_tests_trace.tar.gz") as tar:
+        tar.extractall(folder, filter="data")
+    return ["jsonize", str(folder / "tests" / "data" / "chakra.0.et"), "-o", str(out.with_name("raw.0.json"))]
+
+
 def _synth(s: Path, out: Path, cli: Callable) -> list[str]:
     base = out.parent / "gen_base"
     _ok(cli("generate", "transformer", "--layers", "1", "--hidden", "256", "--heads", "4", "--seq", "64",
@@ -82,6 +90,7 @@ CASES: dict[str, tuple[Callable, bool]] = {
     "text-mlp": (_cmd("convert", "text", "{S}/astrasim/text_workloads/MLP_ModelParallel.txt", "--npus", "4"), True),
     "text-allreduce": (_cmd("convert", "text", "{S}/astrasim/text_workloads/microAllReduce.txt", "--npus", "4"), True),
     "official-json": (_cmd("convert", "auto", "{S}/et/official_small_chakra.0.json"), False),
+    "official-feeder-trace": (_feeder, False),
     "gen-transformer-4": (_cmd("generate", "transformer", *SMALL_GPT, "--dp", "2", "--tp", "2"), True),
     "gen-transformer-8": (_cmd("generate", "transformer", *SMALL_GPT, "--dp", "2", "--tp", "2", "--pp", "2"), True),
     "gen-dlrm-4": (_cmd("generate", "dlrm", "--ranks", "4", "--tables", "8", "--batch", "64"), True),
