@@ -210,8 +210,8 @@ class _Planner:
         rename, members = self.resolve_groups()
         missing: dict[int, int] = {}
         colls: dict[str, dict[int, list[tuple[pb.Node, int]]]] = defaultdict(lambda: defaultdict(list))
-        sends: dict[tuple, list[tuple[int, pb.Node]]] = defaultdict(list)
-        recvs: dict[tuple, list[tuple[int, pb.Node]]] = defaultdict(list)
+        sends: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)  # (rank, node, size)
+        recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             ids = {n.id for n in t.nodes}
@@ -307,8 +307,14 @@ class _Planner:
             side = "send from" if t == NodeType.COMM_SEND_NODE else "receive on"
             self.to_compute(r, n, "p2p-wrong-rank", f"{side} rank {me} recorded on rank {r} (ASTRA-sim throws)")
             return
+        if size <= 0:
+            # a zero-byte message still orders sender and receiver, so it stays a message
+            self.fix(r, n).attrs["comm_size"] = 1
+            self.counts["zero-byte send/recv set to 1 byte"] += 1
+            self.add(r, n, "p2p-zero-size", "0-byte send/recv (ASTRA-sim asserts chunk_size > 0)", "comm_size 1")
+            size = 1
         key = (src, dst, int(get_attr(n, "comm_tag", 0) or 0))
-        (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n))
+        (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
 
     def collective(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict) -> None:
         ctype, size = get_attr(n, "comm_type"), get_attr(n, "comm_size")
@@ -393,8 +399,7 @@ class _Planner:
         """The k-th send of (src, dst, tag) meets the k-th receive; sizes must agree."""
         for key in {*sends, *recvs}:
             ss, rr = sends.get(key, []), recvs.get(key, [])
-            for (sr, snode), (rr_, rnode) in zip(ss, rr):
-                a, b = get_attr(snode, "comm_size"), get_attr(rnode, "comm_size")
+            for (sr, _, a), (rr_, rnode, b) in zip(ss, rr):
                 if a != b:
                     self.fix(rr_, rnode).attrs["comm_size"] = a
                     self.counts["receive sizes set to their send's"] += 1
@@ -405,12 +410,12 @@ class _Planner:
                         f"receives {b} bytes, its send (rank {sr}) sends {a} (hangs)",
                         f"comm_size {a}",
                     )
-            for r, node in ss[len(rr) :]:
+            for r, node, _ in ss[len(rr) :]:
                 if key[1] < self.n:
                     self.to_compute(
                         r, node, "unmatched-send", f"send {key[0]}->{key[1]} tag {key[2]} has no receive (hangs)"
                     )
-            for r, node in rr[len(ss) :]:
+            for r, node, _ in rr[len(ss) :]:
                 self.to_compute(
                     r, node, "unmatched-recv", f"receive {key[0]}->{key[1]} tag {key[2]} has no send (hangs)"
                 )

@@ -85,7 +85,21 @@ CASES: dict[str, tuple[Callable, bool]] = {
     "pytorch-ddp2": (_pytorch("ddp2", 2), False),  # BROADCAST -> ALL_GATHER
     "pytorch-collectives2": (_pytorch("collectives2", 2), False),  # REDUCE, GATHER, SCATTER, BARRIER...
     "kineto-nccl": (_cmd("convert", "kineto", "{S}/kineto/hta_nccl_data.json.gz"), False),
+    "pytorch-et-only-nccl": (_cmd("convert", "pytorch", "{S}/pytorch_et/chakra_1.0.2-chakra.0.0.4.tgz"), False),
     "nsys": (_cmd("convert", "nsys", "{S}/nsys/testcuda_nsys2026.1_report2.sqlite"), False),
+    "nsys-2023": (_cmd("convert", "nsys", "{S}/nsys/reconstream_nsys2023.1_report3.sqlite"), False),
+    "flexflow": (
+        _cmd(
+            "convert",
+            "flexflow",
+            "{R}/tests/data/flexflow/dp2_taskgraph.dot",
+            "--placement",
+            "*=0-1",
+            "--bandwidth",
+            "16",
+        ),
+        True,
+    ),
     "bigsim": (_bigsim, False),
     "text-mlp": (_cmd("convert", "text", "{S}/astrasim/text_workloads/MLP_ModelParallel.txt", "--npus", "4"), True),
     "text-allreduce": (_cmd("convert", "text", "{S}/astrasim/text_workloads/microAllReduce.txt", "--npus", "4"), True),
