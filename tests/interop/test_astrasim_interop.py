@@ -111,6 +111,10 @@ CASES: dict[str, tuple[Callable, bool]] = {
     "gen-dlrm-8": (_cmd("generate", "dlrm", "--ranks", "8", "--tables", "8", "--batch", "64"), True),
     "gen-mlp-4": (_cmd("generate", "mlp", "--dim1", "2", "--dim2", "2", "--hidden", "256", "--batch", "16"), True),
     "gen-mlp-8": (_cmd("generate", "mlp", "--dim1", "2", "--dim2", "4", "--hidden", "256", "--batch", "16"), True),
+    "gen-mlp-8-unaware-2d": (
+        _cmd("generate", "mlp", "--dim1", "2", "--dim2", "4", "--hidden", "256", "--batch", "16"),
+        True,
+    ),
     "gen-microbench-4": (_cmd("generate", "microbench", "--ranks", "4", "--max-size", "64KiB"), False),
     "gen-microbench-8": (_cmd("generate", "microbench", "--ranks", "8", "--max-size", "64KiB"), False),
     "synthesize": (_synth, True),
@@ -124,6 +128,17 @@ CASES: dict[str, tuple[Callable, bool]] = {
     "dsl-data-parallel": (_cmd("generate", "spec", "{R}/examples/data_parallel.py"), True),
     "dsl-ring-exchange": (_cmd("generate", "spec", "{R}/examples/ring_exchange.py"), True),
 }
+
+
+def _net_2x4(work: Path) -> list[str]:
+    """A 2-D network (Ring 2 x Ring 4): only the congestion-unaware binary takes it."""
+    net = work / "ring2x4.yml"
+    net.write_text("topology: [ Ring, Ring ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 100, 50 ]\nlatency: [ 500, 500 ]\n")
+    return ["--backend", "unaware", "--network", str(net)]
+
+
+# name -> extra `chakra export astra-sim` options, given the case's work folder
+EXPORT_OPTIONS: dict[str, Callable[[Path], list[str]]] = {"gen-mlp-8-unaware-2d": _net_2x4}
 
 
 def _ok(res) -> None:
@@ -154,6 +169,7 @@ def _outcome(name: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -
     if name in cache:
         return cache[name]
     make, clean = CASES[name]
+    extra = EXPORT_OPTIONS.get(name, lambda work: [])
     work = tmp_path_factory.mktemp(name.replace("-", "_"))
     raw = work / "raw"
     cmd = make(samples_dir, raw, cli)
@@ -163,7 +179,7 @@ def _outcome(name: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -
     if clean:
         assert not findings, [f.to_json() for f in findings[:5]]
     out = work / "astra"
-    res = cli("export", "astra-sim", str(raw), "-o", str(out), "--missing-deps", "drop", "--json", "-q")
+    res = cli("export", "astra-sim", str(raw), "-o", str(out), "--missing-deps", "drop", "--json", "-q", *extra(work))
     _ok(res)
     summary = json.loads(res.stdout)
     argv = summary["command"].split()
