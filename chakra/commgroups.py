@@ -44,12 +44,15 @@ def prefix_of(path: PathLike) -> Optional[Path]:
 
 
 def find_beside(args: Sequence[Any]) -> Optional[Path]:
-    """The `PREFIX.comm_groups.json` of the traces named by CLI-style arguments (PREFIXes or rank
-    files), when exactly one such file exists; None otherwise (no file, or in-memory traces)."""
+    """The `PREFIX.comm_groups.json` of the traces named by CLI-style arguments (PREFIXes, rank
+    files, or Traces read from rank files), when exactly one such file exists; None otherwise (no
+    file, or traces built in memory)."""
     found: set[Path] = set()
     for arg in args:
         if not isinstance(arg, (str, os.PathLike)):
-            return None
+            arg = getattr(arg, "path", None)  # a Trace read from a file
+            if arg is None:
+                return None
         p = Path(arg)
         prefix = prefix_of(p) if p.is_file() else p
         if prefix is None:

@@ -282,8 +282,8 @@ def simulate(
         )
     sys_cfg = load_system(system) if system is not None else default_system()
     mem_cfg = load_memory(memory)
-    if comm_groups is None and not isinstance(traces, Trace):
-        comm_groups = groups_beside([traces] if isinstance(traces, (str, os.PathLike)) else list(traces))
+    if comm_groups is None:
+        comm_groups = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = load_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)
