@@ -332,37 +332,31 @@ class _Planner:
                 r, n, "one-rank-group", f"collective over one rank ({collective_name(ctype)}) moves no data"
             )
             return
-        f = self.fix(r, n)
         if new_pg != pg:
-            f.attrs["pg_name"] = new_pg
-        if ctype not in NETWORK_COLLECTIVES:
-            keep_broadcast = ctype == CollectiveType.BROADCAST and self.broadcast == "replay"
-            target = REWRITE.get(ctype) if not keep_broadcast else None
-            if keep_broadcast:
-                pass
-            elif target is None or self.unsupported == "compute":
-                what = collective_name(ctype)
-                reason = (
-                    f"{what}: ASTRA-sim does not implement it (the rank never finishes)"
-                    if ctype != CollectiveType.BROADCAST
-                    else "BROADCAST: ASTRA-sim replays its recorded duration instead of moving data"
-                )
-                severity = "warning" if ctype == CollectiveType.BROADCAST else "error"
+            self.fix(r, n).attrs["pg_name"] = new_pg
+        replay = ctype == CollectiveType.BROADCAST and self.broadcast == "replay"  # ASTRA-sim runs it
+        if ctype not in NETWORK_COLLECTIVES and not replay:
+            what = collective_name(ctype)
+            reason = (
+                "BROADCAST: ASTRA-sim replays its recorded duration instead of moving its bytes"
+                if ctype == CollectiveType.BROADCAST
+                else f"{what}: ASTRA-sim does not implement it (the rank never finishes)"
+            )
+            severity = "warning" if ctype == CollectiveType.BROADCAST else "error"
+            target = REWRITE.get(ctype)
+            if target is None or self.unsupported == "compute":
                 self.to_compute(r, n, f"unsupported-{what.lower()}", reason, severity)
                 return
-            else:
-                f.attrs["comm_type"] = int(target)
-                self.counts[f"{collective_name(ctype)} -> {target.name}"] += 1
-                self.add(
-                    r,
-                    n,
-                    f"unsupported-{collective_name(ctype).lower()}",
-                    "BROADCAST: ASTRA-sim replays its recorded duration instead of moving its bytes"
-                    if ctype == CollectiveType.BROADCAST
-                    else f"{collective_name(ctype)}: ASTRA-sim does not implement it (the rank never finishes)",
-                    f"{target.name} of the same {size} bytes (same bytes on the wire)",
-                    "warning" if ctype == CollectiveType.BROADCAST else "error",
-                )
+            self.fix(r, n).attrs["comm_type"] = int(target)
+            self.counts[f"{what} -> {target.name}"] += 1
+            self.add(
+                r,
+                n,
+                f"unsupported-{what.lower()}",
+                reason,
+                f"{target.name} of the same {size} bytes (same bytes on the wire)",
+                severity,
+            )
         colls[new_pg][r].append((n, size))
 
     def match_collectives(self, colls: dict) -> None:
