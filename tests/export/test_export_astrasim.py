@@ -174,3 +174,13 @@ def test_user_network_is_checked_for_the_backend(tmp_path, run_cli):
                   "--backend", "unaware", "--json", "-q")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     assert Path(json.loads(res.stdout)["command"].split()[0]).name == "AstraSim_Analytical_Congestion_Unaware"
+
+
+def test_broadcast_replay_keeps_astrasims_own_handling(samples_dir, tmp_path, run_cli):
+    raw = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "ddp2")
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--broadcast", "replay", "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["changes"] == {}  # ddp2's only finding is its BROADCASTs
+    assert [_colls(t)["BROADCAST"] for t in read_traces([tmp_path / "out"])] == [2, 2]
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--broadcast", "bogus", "-q")
+    assert res.exit_code == 1 and "--broadcast must be network or replay" in res.stderr
