@@ -83,6 +83,7 @@ SMALL_GPT = ("--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "64", 
 CASES: dict[str, tuple[Callable, bool]] = {
     "pytorch-mlp": (_pytorch("mlp", 1), False),  # one rank: ASTRA-sim needs an idle second NPU
     "pytorch-ddp2": (_pytorch("ddp2", 2), False),  # BROADCAST -> ALL_GATHER
+    "pytorch-ddp2-as-written": (_pytorch("ddp2", 2), False),  # BROADCAST kept: ASTRA-sim replays it
     "pytorch-collectives2": (_pytorch("collectives2", 2), False),  # REDUCE, GATHER, SCATTER, BARRIER...
     "kineto-nccl": (_cmd("convert", "kineto", "{S}/kineto/hta_nccl_data.json.gz"), False),
     "pytorch-et-only-nccl": (_cmd("convert", "pytorch", "{S}/pytorch_et/chakra_1.0.2-chakra.0.0.4.tgz"), False),
@@ -137,8 +138,14 @@ def _net_2x4(work: Path) -> list[str]:
     return ["--backend", "unaware", "--network", str(net)]
 
 
+#: outputs whose export changes nothing (ASTRA-sim runs the files as the command wrote them)
+UNCHANGED = {"pytorch-ddp2-as-written"}
+
 # name -> extra `chakra export astra-sim` options, given the case's work folder
-EXPORT_OPTIONS: dict[str, Callable[[Path], list[str]]] = {"gen-mlp-8-unaware-2d": _net_2x4}
+EXPORT_OPTIONS: dict[str, Callable[[Path], list[str]]] = {
+    "gen-mlp-8-unaware-2d": _net_2x4,
+    "pytorch-ddp2-as-written": lambda work: ["--broadcast", "replay"],  # no change: the raw files run
+}
 
 
 def _ok(res) -> None:
@@ -182,6 +189,8 @@ def _outcome(name: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -
     res = cli("export", "astra-sim", str(raw), "-o", str(out), "--missing-deps", "drop", "--json", "-q", *extra(work))
     _ok(res)
     summary = json.loads(res.stdout)
+    if name in UNCHANGED:
+        assert not summary["changes"] and not summary["padded_rank"], summary["changes"]
     argv = summary["command"].split()
     argv[0] = str(BIN / argv[0])
     finished, log = run(argv, work)
