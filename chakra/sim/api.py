@@ -283,7 +283,10 @@ def simulate(
     sys_cfg = load_system(system) if system is not None else default_system()
     mem_cfg = load_memory(memory)
     if comm_groups is None:
-        comm_groups = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
+        found = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
+        # a subset of a job's rank files: groups naming absent ranks cannot be used, so they are
+        # left out (a collective naming one still fails, as an unknown group)
+        comm_groups = {k: v for k, v in found.items() if all(0 <= r < n for r in v)}
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = load_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)

@@ -55,5 +55,6 @@ class GroupTable:
         if key in ("", "0"):
             return tuple(range(self.num_ranks))
         raise ConfigError(
-            f"{where}: unknown process group pg_name={key!r} (define it with --comm-group or a METADATA node)"
+            f"{where}: unknown process group pg_name={key!r} "
+            "(define it in PREFIX.comm_groups.json, --comm-group or a METADATA node)"
         )
