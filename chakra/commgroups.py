@@ -154,10 +154,6 @@ def parse_pg_list(text: str) -> dict[str, list[int]]:
     return {}
 
 
-def is_pg_metadata(node: pb.Node) -> bool:
-    return node.type == NodeType.METADATA_NODE
-
-
 def metadata_groups(nodes: Iterable[pb.Node]) -> dict[str, list[int]]:
     """Process groups from every METADATA node of one rank's nodes."""
     groups: dict[str, list[int]] = {}
@@ -213,18 +209,3 @@ def without_metadata(trace: Any) -> Any:
     if not dropped:
         return trace
     return Trace(metadata=trace.metadata, nodes=kept, rank=trace.rank, path=trace.path)
-
-
-def metadata_node(node_id: int, groups: dict[str, list[int]]) -> pb.Node:
-    """A `process_group:init` node in PyTorch's spelling (a list holding one JSON string).
-
-    ASTRA-sim strips two characters from each end of `inputs.values` and JSON-decodes the rest, so
-    the JSON sits between `['` and `']` and holds no single quote."""
-    from chakra.trace import make_node
-
-    text = orjson.dumps([{"pg_name": k, "ranks": list(v)} for k, v in groups.items()]).decode()
-    node = make_node(node_id, "process_group:init", NodeType.METADATA_NODE, attrs={"is_cpu_op": False})
-    node.inputs.values = f"['{text}']"
-    node.inputs.types = "['String']"
-    node.inputs.shapes = "[[]]"
-    return node
