@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from chakra.commgroups import WORLD_NAMES, metadata_groups
+from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
@@ -79,10 +79,10 @@ class Issue:
 
 @dataclass
 class Fix:
-    """Changes to one node. `drop` removes it; `compute` turns it into a compute node of its
-    recorded duration (the string says why); the rest set attributes."""
+    """Changes to one node (METADATA nodes are dropped without one): `compute` turns it into a
+    compute node of its recorded duration (the string says why), `attrs` are set, `drop_deps`
+    are removed from its dependencies."""
 
-    drop: bool = False
     compute: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
     drop_deps: set[int] = field(default_factory=set)  # parents whose edge closes a cycle
@@ -138,7 +138,7 @@ class _Planner:
 
     def to_compute(self, rank: int, node: pb.Node, code: str, reason: str, severity: str = "error") -> None:
         f = self.fix(rank, node)
-        if f.compute or f.drop:
+        if f.compute:
             return
         f.compute = code
         self.counts[f"compute ({code})"] += 1
@@ -268,7 +268,6 @@ class _Planner:
     def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
         t = n.type
         if t == NodeType.METADATA_NODE:
-            self.fix(r, n).drop = True
             self.counts["METADATA nodes dropped"] += 1
             self.add(
                 r, n, "metadata-node", "METADATA node: ASTRA-sim aborts at t=0", "dropped (groups to comm_groups.json)"
@@ -473,19 +472,16 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
             f"rank {first.rank} node {first.node_id}: {first.reason}; {total} such dependencies in all "
             "(--missing-deps drop removes them)"
         )
-    dropped_ids: dict[int, set[int]] = {}
     out = []
     for pos, t in enumerate(traces):
         r = _rank(t, pos)
         fixes = p.fixes.get(r, {})
-        drop = {nid for nid, f in fixes.items() if f.drop}
-        meta = {n.id: n for n in t.nodes if n.id in drop}
-        ids = {n.id for n in t.nodes} - drop
+        # METADATA nodes first: their dependents inherit their dependencies
+        source, _, _ = strip_metadata(t.nodes)
+        ids = {n.id for n in source}
         nodes = []
-        for n in t.nodes:
+        for n in source:
             f = fixes.get(n.id)
-            if f is not None and f.drop:
-                continue
             nid = n.id
             cut = f.drop_deps if f is not None else ()
             deps_ok = not cut and all(d in ids and d != nid for d in (*n.data_deps, *n.ctrl_deps))
@@ -499,13 +495,12 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
                 new.CopyFrom(n)
                 for name, value in (f.attrs if f is not None else {}).items():
                     set_attr(new, name, value)
-            if not deps_ok:
+            if not deps_ok:  # absent ids (--missing-deps drop), self-dependencies, cycle edges
                 for fld in (new.data_deps, new.ctrl_deps):
-                    kept = [d for d in dict.fromkeys(_reroute(list(fld), meta, ids)) if d != nid and d not in cut]
+                    kept = [d for d in dict.fromkeys(fld) if d in ids and d != nid and d not in cut]
                     del fld[:]
                     fld.extend(kept)
             nodes.append(new)
-        dropped_ids[r] = drop
         out.append(Trace(metadata=t.metadata, nodes=nodes, rank=r, path=t.path))
     if p.pad_rank:
         pad = Trace(metadata=traces[0].metadata, rank=1)
@@ -513,21 +508,6 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
             "idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs={"is_cpu_op": False}
         )
         out.append(pad)
-    return out
-
-
-def _reroute(deps: list[int], dropped: dict[int, pb.Node], ids: set[int]) -> list[int]:
-    """Dependencies kept: through a dropped node to its own dependencies; absent ids removed."""
-    out: list[int] = []
-    stack = list(reversed(deps))
-    seen: set[int] = set()
-    while stack:
-        d = stack.pop()
-        if d in ids:
-            out.append(d)
-        elif d in dropped and d not in seen:
-            seen.add(d)
-            stack.extend(reversed([*dropped[d].data_deps, *dropped[d].ctrl_deps]))
     return out
 
 
