@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "visualize": ("visualize", "Draw dependency graphs (pdf/svg/png/dot/graphml) with filters and collapsed views"),
     "timeline": ("timeline", "Chrome/Perfetto timeline JSON from a simulation log or recorded start times"),
     "simulate": ("simulate", "Replay traces on ASTRA-sim-compatible compute, network and memory models"),
+    "export": ("export", "Write a variant of any trace that the real ASTRA-sim runs to the end, with its configs"),
     "analyze": ("analyze", "Critical path, time breakdown and comm/compute overlap per rank"),
     "diff": ("diff", "Compare two traces or two simulation logs per operator class"),
     "whatif": ("whatif", "Apply a what-if recipe (AMP, fused optimizer, data parallel, ...) and predict step time"),

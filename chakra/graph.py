@@ -91,6 +91,73 @@ def find_cycle(nodes: Sequence[pb.Node]) -> Optional[list[int]]:
     return [nodes[k].id for k in cycle]
 
 
+def cycle_breaking_edges(nodes: Sequence[pb.Node]) -> list[tuple[int, int]]:
+    """(child id, parent id) dependencies whose removal leaves a DAG.
+
+    Inside each strongly connected component (the only place cycles live), every dependency on a
+    node with a higher id than its child's is removed: traces are written roughly in execution
+    order, so those are the edges pointing backwards, and what remains in the component only goes
+    from lower to higher ids, which cannot close a cycle. Linear time (Kahn, then Tarjan on the
+    nodes Kahn could not order)."""
+    _, parents = dependency_lists(nodes)
+    _, stuck = _kahn(parents)
+    if not stuck:
+        return []
+    inside = set(stuck)
+    comp = _components(
+        stuck, [[p for p in parents[i] if p in inside] if i in inside else [] for i in range(len(nodes))]
+    )
+    removed = []
+    for i in stuck:
+        for p in parents[i]:
+            if p in inside and comp[p] == comp[i] and nodes[p].id > nodes[i].id:
+                removed.append((nodes[i].id, nodes[p].id))
+    return removed
+
+
+def _components(roots: list[int], succ: list[list[int]]) -> dict[int, int]:
+    """Tarjan's strongly connected components (iterative) of the graph `succ` over `roots`."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    comp: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    counter = 0
+    for root in roots:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, k = work.pop()
+            if k == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on.add(v)
+            nxt = succ[v]
+            while k < len(nxt):
+                w = nxt[k]
+                k += 1
+                if w not in index:
+                    work.append((v, k))
+                    work.append((w, 0))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp[w] = v
+                        if w == v:
+                            break
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+    return comp
+
+
 def critical_path(
     nodes: Sequence[pb.Node],
     duration_us: Optional[DurationFn] = None,

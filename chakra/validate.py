@@ -14,8 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import orjson
-
+from chakra.commgroups import metadata_groups, parse_pg_list
 from chakra.graph import find_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, attr_value
@@ -218,45 +217,12 @@ def _check_comm(n: pb.Node, amap: dict[str, pb.AttributeProto], rank: Optional[i
 
 
 def parse_process_groups(metadata_node: pb.Node) -> dict[str, list[int]]:
-    """pg_name -> member ranks from a `process_group:init` METADATA node's inputs.values.
-
-    The PyTorch ET stores a list holding one JSON string; ASTRA-sim strips two characters from
-    each end and JSON-decodes the rest. Accept both spellings.
-    """
-    text = metadata_node.inputs.values.strip()
-    candidates = [text]
-    if len(text) > 4:
-        candidates.append(text[2:-2].replace('\\"', '"'))
-    for cand in candidates:
-        try:
-            value = orjson.loads(cand)
-        except orjson.JSONDecodeError:
-            continue
-        while isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
-            try:
-                value = orjson.loads(value[0])
-            except orjson.JSONDecodeError:
-                break
-        if isinstance(value, dict):
-            value = [value]
-        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
-            groups = {}
-            for pg in value:
-                name = pg.get("pg_name")
-                ranks = pg.get("ranks")
-                if name is None or not isinstance(ranks, list):
-                    continue
-                groups[str(name)] = [int(r) for r in ranks]
-            return groups
-    return {}
+    """pg_name -> member ranks from a `process_group:init` METADATA node's inputs.values."""
+    return parse_pg_list(metadata_node.inputs.values)
 
 
 def process_groups(trace: Trace) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {}
-    for n in trace.nodes:
-        if n.type == NodeType.METADATA_NODE and "process_group:init" in n.name:
-            groups.update(parse_process_groups(n))
-    return groups
+    return metadata_groups(trace.nodes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,11 +268,15 @@ def comm_summary(nodes: Iterable[pb.Node], rank: Optional[int]) -> CommSummary:
     return out
 
 
-def check_cross_rank(traces: Sequence[Trace], report: Report) -> None:
-    check_cross_rank_summaries([comm_summary(t.nodes, t.rank) for t in traces], report)
+def check_cross_rank(
+    traces: Sequence[Trace], report: Report, file_groups: Optional[dict[str, list[int]]] = None
+) -> None:
+    check_cross_rank_summaries([comm_summary(t.nodes, t.rank) for t in traces], report, file_groups)
 
 
-def check_cross_rank_summaries(summaries: Sequence[CommSummary], report: Report) -> None:
+def check_cross_rank_summaries(
+    summaries: Sequence[CommSummary], report: Report, file_groups: Optional[dict[str, list[int]]] = None
+) -> None:
     """The cross-rank rules on per-rank summaries (so ranks can be summarised where they are read)."""
     ranks = [s.rank for s in summaries]
     if len(summaries) < 2 or any(r is None for r in ranks):
@@ -314,6 +284,7 @@ def check_cross_rank_summaries(summaries: Sequence[CommSummary], report: Report)
     groups: dict[str, list[int]] = {}
     for s in summaries:
         groups.update(s.groups)
+    groups.update(file_groups or {})  # the comm-group file wins, as in ASTRA-sim and chakra.sim
     present = set(ranks)
     per_rank = {s.rank: (s.colls, s.sends, s.recvs) for s in summaries}
 
@@ -404,12 +375,17 @@ def check_cross_rank_summaries(summaries: Sequence[CommSummary], report: Report)
                 )
 
 
-def validate_traces(traces: Iterable[Trace], cross_rank: bool = True) -> Report:
-    """Validate each trace, then (with two or more ranks) their agreement with each other."""
+def validate_traces(
+    traces: Iterable[Trace], cross_rank: bool = True, groups: Optional[dict[str, list[int]]] = None
+) -> Report:
+    """Validate each trace, then (with two or more ranks) their agreement with each other.
+
+    `groups`: process groups from a comm-group file (`PREFIX.comm_groups.json`); METADATA nodes of
+    the traces are read too."""
     traces = list(traces)
     report = Report(ranks=[t.rank for t in traces])
     for t in traces:
         check_rank(t, report)
     if cross_rank:
-        check_cross_rank(traces, report)
+        check_cross_rank(traces, report, groups)
     return report

@@ -14,6 +14,12 @@ OutputOption = typer.Option(
     ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
 )
 TflopsOption = typer.Option(100.0, "--tflops", help="Device peak compute (TFLOP/s) for roofline durations.")
+MetadataNodeOption = typer.Option(
+    False,
+    "--metadata-node",
+    help="Also write the PyTorch-style process_group:init METADATA node as node 0 of every rank "
+    "(ASTRA-sim aborts on it; groups are always in PREFIX.comm_groups.json).",
+)
 MemBwOption = typer.Option(2000.0, "--mem-bw", help="Device memory bandwidth (GB/s, decimal) for roofline durations.")
 
 app = typer.Typer(
@@ -61,16 +67,24 @@ def _device(tflops: float, mem_bw: float):
         raise DSLError(str(exc)) from None
 
 
-def _finish(workload, output: Path, started: float, quiet: bool, as_json: bool, extra: Optional[dict] = None) -> None:
+def _finish(
+    workload,
+    output: Path,
+    started: float,
+    quiet: bool,
+    as_json: bool,
+    extra: Optional[dict] = None,
+    metadata_node: bool = False,
+) -> None:
     """Save, then report what was written (and the closed-form figures when the workload has them)."""
-    from chakra.dsl.workload import comm_groups_path
+    from chakra.commgroups import comm_groups_path
 
     info(f"writing {workload.num_ranks} rank trace(s) to {output}.<rank>.et", quiet)
-    paths = workload.save(output)
+    paths = workload.save(output, metadata_node=metadata_node)
     summary: dict[str, Any] = {
         "workload": workload.name,
         "ranks": workload.num_ranks,
-        "nodes": workload.node_count(),
+        "nodes": workload.node_count(metadata_node=metadata_node),
         "process_groups": len(workload.groups),
         "flops": workload.total_flops(),
         "files": [str(p) for p in paths],
@@ -100,6 +114,7 @@ def _finish(workload, output: Path, started: float, quiet: bool, as_json: bool, 
 def spec_cmd(
     spec: Path = typer.Argument(..., help="A .yaml/.yml/.json spec (data) or a .py file defining build()."),
     output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -109,7 +124,7 @@ def spec_cmd(
 
         started = time.perf_counter()
         workload = load_spec(spec)
-        _finish(workload, output, started, quiet, as_json)
+        _finish(workload, output, started, quiet, as_json, metadata_node=metadata_node)
 
 
 @app.command("microbench", help=MICROBENCH_HELP)
@@ -122,6 +137,7 @@ def microbench_cmd(
         None, "--type", "-t", help="Collective type(s) to include (default: all)."
     ),
     output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -135,7 +151,7 @@ def microbench_cmd(
             int(parse_quantity(min_size, "--min-size")), int(parse_quantity(max_size, "--max-size")), factor
         )
         workload = build_microbench(ranks, sizes, types)
-        _finish(workload, output, started, quiet, as_json, {"sizes": len(sizes)})
+        _finish(workload, output, started, quiet, as_json, extra={"sizes": len(sizes)}, metadata_node=metadata_node)
 
 
 @app.command("mlp")
@@ -149,6 +165,7 @@ def mlp_cmd(
     tflops: float = TflopsOption,
     mem_bw: float = MemBwOption,
     output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -162,7 +179,15 @@ def mlp_cmd(
         started = time.perf_counter()
         cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode, layers=layers, hidden=hidden, batch=batch)
         workload = build_mlp(cfg, _device(tflops, mem_bw))
-        _finish(workload, output, started, quiet, as_json, {"closed_form_flops": float(cfg.flops())})
+        _finish(
+            workload,
+            output,
+            started,
+            quiet,
+            as_json,
+            extra={"closed_form_flops": float(cfg.flops())},
+            metadata_node=metadata_node,
+        )
 
 
 @app.command("transformer", help=TRANSFORMER_HELP)
@@ -182,6 +207,7 @@ def transformer_cmd(
     tflops: float = TflopsOption,
     mem_bw: float = MemBwOption,
     output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -207,7 +233,7 @@ def transformer_cmd(
         workload = build_transformer(cfg, _device(tflops, mem_bw))
         extra = {"params": cfg.params(), "6*params*tokens": float(6 * cfg.params() * cfg.batch * cfg.seq)}
         extra["closed_form_flops"] = float(cfg.model_flops())
-        _finish(workload, output, started, quiet, as_json, extra)
+        _finish(workload, output, started, quiet, as_json, extra=extra, metadata_node=metadata_node)
 
 
 @app.command("dlrm")
@@ -224,6 +250,7 @@ def dlrm_cmd(
     tflops: float = TflopsOption,
     mem_bw: float = MemBwOption,
     output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -243,7 +270,15 @@ def dlrm_cmd(
             raise DSLError("--bottom/--top take widths like 512-256-64") from None
         cfg = DLRMConfig(ranks=ranks, batch=batch, tables=tables, emb_dim=emb_dim, pooling=pooling, bottom=bot, top=tp_)
         workload = build_dlrm(cfg, _device(tflops, mem_bw))
-        _finish(workload, output, started, quiet, as_json, {"closed_form_flops": float(cfg.flops())})
+        _finish(
+            workload,
+            output,
+            started,
+            quiet,
+            as_json,
+            extra={"closed_form_flops": float(cfg.flops())},
+            metadata_node=metadata_node,
+        )
 
 
 def register(root: typer.Typer) -> None:

@@ -43,6 +43,7 @@ def interpolate_cmd(
       [bold]chakra interpolate --samples sample_namd_timings.txt --model 'c0 + c1*p2'[/]   (fit only)
       [bold]chakra interpolate run --samples other_machine --model 'c0 + c1*flops + c2*bytes' -o moved[/]
     """
+    from chakra.commgroups import groups_beside, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
     from chakra.sim import interpolate as ip
 
@@ -68,6 +69,7 @@ def interpolate_cmd(
             loaded = read_traces(traces)
             rep = ip.rewrite(loaded, fits, scale=scale, what=nodes)
             paths = write_rank_traces(output, loaded)
+            write_comm_groups(output, groups_beside(traces))  # the groups travel with the traces
             result["rewrite"] = {
                 "modelled": rep.modelled,
                 "scaled": rep.scaled,

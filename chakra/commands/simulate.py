@@ -23,7 +23,10 @@ def simulate_cmd(
     ),
     memory: Optional[Path] = typer.Option(None, "--memory", "-m", help="ASTRA-sim remote memory JSON."),
     comm_group: Optional[Path] = typer.Option(
-        None, "--comm-group", help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks).'
+        None,
+        "--comm-group",
+        help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
+        "Default: PREFIX.comm_groups.json beside the traces, if any.",
     ),
     congestion: str = typer.Option("aware", "--congestion", help="Analytical backend: aware | unaware."),
     comm: str = typer.Option("model", "--comm", help="model: network model; replay: recorded duration_micros."),
@@ -41,6 +44,11 @@ def simulate_cmd(
     log: Optional[Path] = typer.Option(None, "--log", help="Write the timeline log (issue/callback CSV lines)."),
     timeline: Optional[Path] = typer.Option(
         None, "--timeline", help="Write a Chrome/Perfetto trace JSON of the simulated run."
+    ),
+    missing_deps: str = typer.Option(
+        "error",
+        "--missing-deps",
+        help="A dependency on a node id absent from the trace: error, or drop the edge (official converter output).",
     ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
@@ -82,6 +90,7 @@ def simulate_cmd(
                     compat=not corrected,
                     policy=policy,
                     slots=_parse_slots(slots),
+                    missing_deps=missing_deps,
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )
             if timeline is not None:

@@ -27,13 +27,18 @@ def synthesize_cmd(
         ..., help="Real traces: one PREFIX (or file list) per job; each PREFIX is one job."
     ),
     ranks: int = typer.Option(..., "--ranks", "-n", help="Rank count of the synthetic job (any number)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
+    ),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
     obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace operator and group names with neutral ones."),
     length: Optional[int] = typer.Option(
         None, "--length", help="Comm events per rank (default: drawn from the inputs)."
     ),
     report: bool = typer.Option(False, "--report", help="Compare real and synthetic distributions (KS per quantity)."),
+    metadata_node: bool = typer.Option(
+        False, "--metadata-node", help="Also write the process_group:init METADATA node (ASTRA-sim aborts on it)."
+    ),
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -49,10 +54,10 @@ def synthesize_cmd(
             info(f"read {len(traces)} rank(s) from {arg}", quiet)
             jobs.append(traces)
         result = synthesize(jobs, ranks, seed=seed, obfuscate=obfuscate, report=report, length=length)
-        paths = result.workload.save(output)
+        paths = result.workload.save(output, metadata_node=metadata_node)
         summary = {
             "ranks": ranks,
-            "nodes": result.workload.node_count(),
+            "nodes": result.workload.node_count(metadata_node=metadata_node),
             "files": [str(p) for p in paths],
             "model": result.model.summary(),
             "seconds": round(time.perf_counter() - started, 3),

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
 from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
+from chakra.errors import InputError
 
 
 def validate(
     traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
     no_cross_rank: bool = typer.Option(False, "--no-cross-rank", help="Only check each rank on its own."),
+    target: Optional[str] = typer.Option(
+        None,
+        "--for",
+        help="astra-sim: list, node by node, what the real ASTRA-sim 2.x rejects or silently stops on "
+        "(and what `chakra export astra-sim` does about it).",
+    ),
+    comm_group: Optional[Path] = typer.Option(
+        None, "--comm-group", help="Comm-group JSON (default: PREFIX.comm_groups.json beside the traces)."
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -18,15 +31,24 @@ def validate(
     the attributes simulators read (in the protobuf arm they read), and across ranks: the same
     collective sequence on every member of a process group and a receive for every send.
 
-    Exit code 1 when any error is found (warnings alone pass).
+    Exit code 1 when any error is found (warnings alone pass). With --for astra-sim: exit code 1
+    when ASTRA-sim would abort, throw or leave a rank unfinished on any node.
 
-    Example: [bold]chakra validate out/ddp2[/]
+    Examples: [bold]chakra validate out/ddp2[/]    [bold]chakra validate --for astra-sim out/ddp2[/]
     """
-    from chakra.validate import ERROR, validate_traces  # here, so that `validate --help` stays fast
+    # imported here, so that `validate --help` stays fast
+    from chakra.commgroups import groups_beside, read_comm_groups
+    from chakra.validate import ERROR, validate_traces
 
     with handle_errors():
+        if target is not None and target != "astra-sim":
+            raise InputError(f"--for takes astra-sim, not {target!r}")
         loaded = load_traces(traces, quiet)
-        report = validate_traces(loaded, cross_rank=not no_cross_rank)
+        groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
+        if target == "astra-sim":
+            _for_astrasim(loaded, groups, json_out)
+            return
+        report = validate_traces(loaded, cross_rank=not no_cross_rank, groups=groups)
         if json_out:
             print_json(report.to_json())
         else:
@@ -51,6 +73,40 @@ def validate(
             )
         if not report.ok:
             raise typer.Exit(1)
+
+
+def _for_astrasim(loaded: list, groups: dict, json_out: bool) -> None:
+    from chakra.export.astrasim import plan
+
+    p = plan(loaded, groups)
+    issues, errors = p.issues, p.errors
+    if json_out:
+        print_json({"target": "astra-sim", "ok": not errors, "findings": [i.to_json() for i in issues]})
+    else:
+        if issues:
+            table = Table(title="What ASTRA-sim 2.x would reject or stop on", title_justify="left")
+            for col in ("severity", "rank", "node", "name", "check", "reason", "chakra export astra-sim"):
+                table.add_column(col, overflow="fold")
+            for i in issues:
+                style = "red" if i.severity == "error" else "yellow"
+                table.add_row(
+                    f"[{style}]{i.severity}[/]",
+                    "-" if i.rank is None else str(i.rank),
+                    "-" if i.node_id is None else str(i.node_id),
+                    i.name,
+                    i.code,
+                    i.reason,
+                    i.fix or "[red]cannot fix[/]",
+                )
+            console.print(table)
+        verdict = "[bold green]OK[/]" if not errors else "[bold red]FAILED[/]"
+        console.print(
+            f"{verdict} for ASTRA-sim: {len(loaded)} rank(s), {len(errors):,} error(s), "
+            f"{len(issues) - len(errors):,} warning(s)"
+            + ("; `chakra export astra-sim` writes a variant that runs" if issues and not p.blocking else "")
+        )
+    if errors:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -70,6 +70,12 @@ def whatif_cmd(
     html: Optional[Path] = typer.Option(
         None, "--html", help="Also write an interactive, self-contained HTML report: baseline vs what-if."
     ),
+    metadata_node: bool = typer.Option(
+        False,
+        "--metadata-node",
+        help="Keep process_group:init METADATA nodes in the written traces (ASTRA-sim aborts on them); "
+        "by default groups go to PREFIX.comm_groups.json.",
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -83,11 +89,13 @@ def whatif_cmd(
       [bold]chakra whatif one_rank --recipe data-parallel --ranks 4 --bucket-mb 25 --network ring4.yml -o dp4[/]
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
     """
+    from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
     from chakra.sim.recipes import apply_recipe, predict, write_network_yaml
 
     with handle_errors():
         base = read_traces(traces)
+        file_groups = groups_beside(traces)
         opts: dict[str, Any] = {
             "factor": factor,
             "ranks": ranks,
@@ -113,7 +121,18 @@ def whatif_cmd(
             info(f"{recipe}: {note}", quiet)
         report: dict[str, Any] = {"recipe": recipe, "notes": result.notes, "changed": result.changed}
         if output is not None:
-            paths = write_rank_traces(output, result.traces)
+            groups: dict[str, list[int]] = {}
+            if len(result.traces) == len(base):  # the recipe kept the job's ranks, so its groups hold
+                for t in base:
+                    groups.update(metadata_groups(t.nodes))
+                groups.update(file_groups)
+            out_traces = result.traces
+            if not metadata_node:
+                out_traces = [without_metadata(t) for t in result.traces]
+            paths = write_rank_traces(output, out_traces)
+            written = write_comm_groups(output, groups)
+            if written is not None:
+                report["comm_groups"] = str(written)
             report["outputs"] = [str(p) for p in paths]
             if result.network is not None:
                 net_path = Path(f"{output}.network.yml")
@@ -121,7 +140,11 @@ def whatif_cmd(
                 report["network_output"] = str(net_path)
             info(f"wrote {len(paths)} trace(s) to {output}.<rank>.et", quiet)
         if not no_simulate:
-            report.update(predict(base, result, network=network, system=system, steps=steps, comm_mode=comm))
+            report.update(
+                predict(
+                    base, result, network=network, system=system, steps=steps, comm_mode=comm, comm_groups=file_groups
+                )
+            )
             if html is not None:
                 from chakra.report.figures import whatif_sections
                 from chakra.report.html import write_html

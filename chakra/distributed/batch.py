@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from chakra.commgroups import write_comm_groups
 from chakra.errors import ChakraError, InputError
 from chakra.io import TraceReader, rank_path
 from chakra.validate import CommSummary, Report, check_cross_rank_summaries, comm_summary
@@ -174,7 +175,13 @@ def convert_batch(
     report = Report(ranks=[o.rank for o in outcomes if o.error is None])
     summaries = [o.stats.pop("_comm") for o in outcomes if o.error is None]
     report.nodes = sum(int(o.stats.get("nodes", 0)) for o in outcomes if o.error is None)
-    check_cross_rank_summaries(summaries, report)
+    # Process groups go beside the traces (ASTRA-sim's comm-group file), as the plain converter does.
+    groups: dict[str, list[int]] = {}
+    for o in outcomes:
+        if o.error is None:
+            groups.update(o.stats.get("process_groups") or {})
+    write_comm_groups(prefix, groups)
+    check_cross_rank_summaries(summaries, report, groups)
     return BatchResult(outcomes, report, time.perf_counter() - t0, _workers(client))
 
 

@@ -12,9 +12,11 @@ handle an operation returned (`after=`), so nobody ever types a node id.
     w.compute(w.all_ranks, "opt", flops=1e9, bytes=1e8, after=ar)
     w.save("out/demo")
 
-Node id 0 of every rank is the `process_group:init` METADATA node that registers the process
-groups the rank belongs to (the JSON ASTRA-sim parses); nodes without any dependency depend on it,
-so a replay registers groups before the first collective.
+Process groups are written to `PREFIX.comm_groups.json` (ASTRA-sim's `--comm-group-configuration`;
+`chakra simulate`, `validate` and the visualizers find it beside the traces). Node ids start at 1:
+id 0 is kept for the optional `process_group:init` METADATA node (`metadata_node=True`), which
+registers the groups the rank belongs to the PyTorch way; nodes without any dependency then depend
+on it. It is off by default because ASTRA-sim aborts on METADATA nodes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Optional, Union
 
 import orjson
 
+from chakra.commgroups import comm_groups_path
 from chakra.dsl.device import Device
 from chakra.errors import ChakraError
 from chakra.schema import CollectiveType, NodeType, pb
@@ -468,10 +471,12 @@ class Workload:
 
     # ------------------------------------------------------------------ output
 
-    def node_count(self, rank: Optional[int] = None) -> int:
+    def node_count(self, rank: Optional[int] = None, metadata_node: bool = False) -> int:
+        """Nodes written for one rank (or all), counting the METADATA node when it is written."""
+        extra = 1 if metadata_node else 0
         if rank is None:
-            return sum(len(n) + 1 for n in self._nodes)
-        return len(self._nodes[self._check_rank(rank)]) + 1
+            return sum(len(n) + extra for n in self._nodes)
+        return len(self._nodes[self._check_rank(rank)]) + extra
 
     def groups_of(self, rank: int) -> list[ProcessGroup]:
         return [g for g in self._groups if rank in g]
@@ -490,8 +495,9 @@ class Workload:
         node.inputs.shapes = "[[]]"
         return node
 
-    def traces(self) -> list[Trace]:
-        """One Trace per rank: metadata node 0, then the rank's nodes (roots wait for node 0)."""
+    def traces(self, metadata_node: bool = False) -> list[Trace]:
+        """One Trace per rank. With `metadata_node`, node 0 is the rank's `process_group:init` node
+        and the rank's roots wait for it; without (the default), groups live in `comm_groups()`."""
         membership: list[list[ProcessGroup]] = [[] for _ in range(self.num_ranks)]
         for g in self._groups:
             for r in g.ranks:
@@ -499,10 +505,14 @@ class Workload:
         out = []
         for rank, nodes in enumerate(self._nodes):
             for n in nodes:
-                if not n.data_deps and not n.ctrl_deps:
-                    n.data_deps.append(0)
+                if metadata_node:
+                    if not n.data_deps and not n.ctrl_deps:
+                        n.data_deps.append(0)
+                elif n.data_deps and n.data_deps[0] == 0:  # left by an earlier metadata_node=True call
+                    del n.data_deps[0]
             md = make_metadata(generator="chakra.dsl", workload=self.name, rank=rank, world_size=self.num_ranks)
-            out.append(Trace(metadata=md, nodes=[self.metadata_node(rank, membership[rank]), *nodes], rank=rank))
+            head = [self.metadata_node(rank, membership[rank])] if metadata_node else []
+            out.append(Trace(metadata=md, nodes=[*head, *nodes], rank=rank))
         return out
 
     def comm_groups(self) -> dict[str, list[int]]:
@@ -519,16 +529,13 @@ class Workload:
             f.write(orjson.dumps(self.comm_groups(), option=orjson.OPT_INDENT_2))
         return Path(path)
 
-    def save(self, prefix: Union[str, Path], *, comm_groups: bool = True) -> list[Path]:
+    def save(self, prefix: Union[str, Path], *, comm_groups: bool = True, metadata_node: bool = False) -> list[Path]:
         """Write PREFIX.<rank>.et for every rank, plus PREFIX.comm_groups.json (ASTRA-sim's
-        `--comm-group-configuration`) unless `comm_groups=False`."""
+        `--comm-group-configuration`) unless `comm_groups=False`. `metadata_node` also writes the
+        PyTorch-style `process_group:init` node (ASTRA-sim aborts on it; see docs/astra-sim-export.md)."""
         from chakra.io import write_rank_traces
 
-        paths = write_rank_traces(prefix, self.traces())
+        paths = write_rank_traces(prefix, self.traces(metadata_node=metadata_node))
         if comm_groups:
             self.save_comm_groups(comm_groups_path(prefix))
         return paths
-
-
-def comm_groups_path(prefix: Union[str, Path]) -> Path:
-    return Path(f"{prefix}.comm_groups.json")

@@ -14,7 +14,8 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from chakra.errors import ConfigError, InputError
+from chakra.commgroups import groups_beside
+from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
 from chakra.sim.collectives import CollectiveModel
 from chakra.sim.config import (
@@ -181,20 +182,35 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     return out
 
 
-def load_table(source: Any, names: bool) -> Any:
-    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace."""
+MISSING_DEPS = ("error", "drop")
+
+
+def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
+    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
+
+    `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
+    option that accepts it); "drop" ignores such edges, as traces from the official converter need."""
     from chakra.feeder.table import table_from_et, table_from_nodes
 
-    if isinstance(source, Trace):
-        return table_from_nodes(source.nodes, path=source.path, names=names)
-    if is_json_file(source):
-        return table_from_nodes(read_trace(source).nodes, path=source, names=names)
-    return table_from_et(source, names=names)[1]
+    if missing_deps not in MISSING_DEPS:
+        raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
+    try:
+        if isinstance(source, Trace):
+            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
+        if is_json_file(source):
+            return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
+        return table_from_et(source, names=names, missing_deps=missing_deps)[1]
+    except TraceFormatError as exc:
+        if missing_deps == "error" and "does not exist" in str(exc):
+            raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
+        raise
 
 
-def load_tables(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool) -> list[tuple[int, Any]]:
+def load_tables(
+    traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool, missing_deps: str = "error"
+) -> list[tuple[int, Any]]:
     """(rank, NodeTable) per rank, from Trace objects, a PREFIX or trace paths."""
-    return [(rank, load_table(src, names)) for rank, src in rank_sources(traces)]
+    return [(rank, load_table(src, names, missing_deps)) for rank, src in rank_sources(traces)]
 
 
 def _without_gc(fn: Callable) -> Callable:
@@ -230,6 +246,7 @@ def simulate(
     compat: bool = True,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
+    missing_deps: str = "error",
 ) -> SimResult:
     """Simulate every rank's trace on the analytical network; see docs/simulator.md.
 
@@ -243,7 +260,9 @@ def simulate(
     False gives the corrected model. `slots`: ops in flight per rank and class,
     `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
-    threads and streams; the trace's dependencies carry their order).
+    threads and streams; the trace's dependencies carry their order). `comm_groups` None: the
+    `PREFIX.comm_groups.json` beside trace files, when there is one. `missing_deps`: "error" or
+    "drop" (ignore dependencies on node ids absent from a trace).
     """
     t0 = time.perf_counter()
     if congestion not in ("aware", "unaware"):
@@ -263,6 +282,11 @@ def simulate(
         )
     sys_cfg = load_system(system) if system is not None else default_system()
     mem_cfg = load_memory(memory)
+    if comm_groups is None:
+        found = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
+        # a subset of a job's rank files: groups naming absent ranks cannot be used, so they are
+        # left out (a collective naming one still fails, as an unknown group)
+        comm_groups = {k: v for k, v in found.items() if all(0 <= r < n for r in v)}
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = load_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)
@@ -285,7 +309,7 @@ def simulate(
             if progress is not None:
                 progress(len(engines), n)
             continue
-        table = load_table(src, names)
+        table = load_table(src, names, missing_deps)
         for text in table.metadata_inputs:
             groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
         engine = RankEngine(

@@ -1,6 +1,7 @@
 """Process groups: which ranks a collective's `pg_name` means.
 
-Sources, in order: ASTRA-sim's comm-group JSON (`--comm-group`, `{"1": [0, 1, 2, 3]}`), then the
+Sources, in order: ASTRA-sim's comm-group JSON (`--comm-group`, or the `PREFIX.comm_groups.json`
+beside the traces; `{"1": [0, 1, 2, 3]}`), then the
 PyTorch process-group list a METADATA node carries in `inputs.values`
 (`[{"pg_name": "0", "ranks": [0, 1]}, ...]`, possibly wrapped once more). `""` and `"0"` mean all
 ranks unless a source defines them.
@@ -8,49 +9,10 @@ ranks unless a source defines them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Optional
 
+from chakra.commgroups import parse_pg_list
 from chakra.errors import ConfigError
-
-
-def _walk(obj: Any) -> Iterable[dict]:
-    if isinstance(obj, dict):
-        if "pg_name" in obj and "ranks" in obj:
-            yield obj
-        for v in obj.values():
-            yield from _walk(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _walk(v)
-
-
-def parse_pg_list(text: str) -> dict[str, list[int]]:
-    """Process groups from a METADATA node's `inputs.values` string (empty dict if none found)."""
-    for candidate in (text, text[2:-2] if len(text) > 4 else ""):
-        if not candidate:
-            continue
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            try:
-                obj = json.loads(candidate.replace("'", '"'))
-            except ValueError:
-                continue
-        if isinstance(obj, str):  # JSON encoded twice
-            try:
-                obj = json.loads(obj)
-            except ValueError:
-                continue
-        found = {}
-        for pg in _walk(obj):
-            ranks = pg.get("ranks")
-            if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
-                found[str(pg["pg_name"])] = list(ranks)
-        if found:
-            return found
-    return {}
 
 
 class GroupTable:
@@ -93,5 +55,6 @@ class GroupTable:
         if key in ("", "0"):
             return tuple(range(self.num_ranks))
         raise ConfigError(
-            f"{where}: unknown process group pg_name={key!r} (define it with --comm-group or a METADATA node)"
+            f"{where}: unknown process group pg_name={key!r} "
+            "(define it in PREFIX.comm_groups.json, --comm-group or a METADATA node)"
         )

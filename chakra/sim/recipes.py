@@ -723,13 +723,20 @@ def count_steps(traces: Sequence[Trace], pattern: str = r"^ProfilerStep#\d+$") -
 
 
 def simulate_breakdown(
-    traces: Sequence[Trace], network: Any = None, system: Any = None, *, comm_mode: str = "model"
+    traces: Sequence[Trace],
+    network: Any = None,
+    system: Any = None,
+    *,
+    comm_mode: str = "model",
+    comm_groups: Optional[dict[str, list[int]]] = None,
 ) -> dict[str, Any]:
     """Simulate and break the slowest rank's time down (chakra.analysis.breakdown), all in ns."""
     from chakra.analysis import breakdown, resource_intervals
     from chakra.sim import simulate
 
-    res = simulate(list(traces), network, system, record_nodes=True, comm_mode=comm_mode)
+    res = simulate(
+        list(traces), network, system, record_nodes=True, comm_mode=comm_mode, comm_groups=comm_groups or None
+    )
     times = res.node_times or {}
     worst = max(res.ranks, key=lambda r: res.ranks[r].finish_ns)
     t = next(t for pos, t in enumerate(traces) if (t.rank if t.rank is not None else pos) == worst)
@@ -744,8 +751,12 @@ def predict(
     system: Any = None,
     steps: Optional[int] = None,
     comm_mode: str = "model",
+    comm_groups: Optional[dict[str, list[int]]] = None,
 ) -> dict[str, Any]:
     """Simulate the baseline and the what-if; per-step times and breakdowns (ns) side by side.
+
+    `comm_groups`: the baseline's process groups from a comm-group file (also used for the
+    what-if when it keeps the rank count).
 
     The baseline runs on `network` unless it has a different rank count (data-parallel starts
     from one rank: its baseline uses a one-NPU ring); the what-if runs on the recipe's network
@@ -762,8 +773,11 @@ def predict(
             f"the network has {new_net.total_npus} NPUs but the what-if has {len(whatif.traces)} ranks; "
             "give a --network sized for the prediction"
         )
-    base = simulate_breakdown(baseline, base_net, system, comm_mode=comm_mode)
-    new = simulate_breakdown(whatif.traces, new_net, system, comm_mode=comm_mode)
+    same = len(whatif.traces) == len(baseline)
+    base = simulate_breakdown(baseline, base_net, system, comm_mode=comm_mode, comm_groups=comm_groups)
+    new = simulate_breakdown(
+        whatif.traces, new_net, system, comm_mode=comm_mode, comm_groups=comm_groups if same else None
+    )
 
     def per_step(d: dict[str, Any]) -> dict[str, Any]:
         return {

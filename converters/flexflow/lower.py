@@ -222,7 +222,8 @@ def lower(
         key = (pred, device)
         if key not in syncs:
             src = min(where)
-            _, recv = message(f"sync after {items[pred].name}", src, device, 0, where[src], {})
+            # one byte, not zero: ASTRA-sim asserts on a zero-byte message (chunk_size > 0)
+            _, recv = message(f"sync after {items[pred].name}", src, device, 1, where[src], {})
             syncs[key] = recv
             out.sync_messages += 1
         return [syncs[key]]

@@ -56,6 +56,7 @@ def convert(
     gap_min_us: float = 1.0,
     io: bool = True,
     jobs: int = 0,
+    metadata_node: bool = False,
     quiet: bool = False,
 ) -> ConversionResult:
     """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank)."""
@@ -66,7 +67,7 @@ def convert(
     for p in [*inputs, *kineto]:
         if not Path(p).exists():
             raise InputError(f"{p}: no such file")
-    options = Options(gap_min_us=gap_min_us, io=io, jobs=jobs)
+    options = Options(gap_min_us=gap_min_us, io=io, jobs=jobs, metadata_node=metadata_node)
     return result_of(convert_files([Path(p) for p in inputs], [Path(p) for p in kineto], Path(prefix), options))
 
 

@@ -50,12 +50,17 @@ def add_cli(app: typer.Typer) -> None:
         kineto: Optional[list[Path]] = typer.Option(
             None, "--kineto", "-k", help="Kineto trace(s) of the same run (repeat the option per rank)."
         ),  # fmt: skip
-        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+        output: Path = typer.Option(
+            ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
+        ),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         no_io: bool = typer.Option(False, "--no-io", help="Do not copy op inputs/outputs (smaller, faster)."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
         workers: Optional[int] = WorkersOption,
         scheduler: Optional[str] = SchedulerOption,
+        metadata_node: bool = typer.Option(
+            False, "--metadata-node", help="Keep the process_group:init METADATA node (ASTRA-sim aborts on it)."
+        ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -71,13 +76,16 @@ def add_cli(app: typer.Typer) -> None:
 
           chakra convert pytorch traces/ --workers 8 -o out/job
         """
-        options = {"gap_min_us": gap_min, "io": not no_io}
+        options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node}
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
             return
         from chakra.converters.pytorch import convert
 
         with handle_errors():
-            result = convert(inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs)
+            result = convert(
+                inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs,
+                metadata_node=metadata_node,
+            )  # fmt: skip
             show(result, quiet, json_out)
 
 

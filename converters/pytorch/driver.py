@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
 
+from chakra.commgroups import write_comm_groups
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.io import TraceWriter, rank_path
 from chakra.schema import NodeType, node_type_name, pb
@@ -42,6 +43,9 @@ class Options:
     gap_min_us: float = 1.0  # shorter CPU gaps are folded into the segment before them
     io: bool = True  # copy inputs/outputs (values, shapes, types) into IOInfo
     jobs: int = 0  # parallel processes for several ranks (0 = one per rank, up to the CPU count)
+    # Keep the `process_group:init` METADATA node: ASTRA-sim aborts on it, so by default the groups
+    # go to PREFIX.comm_groups.json only.
+    metadata_node: bool = False
 
 
 @dataclass
@@ -112,6 +116,10 @@ def _convert_rank(
         add_gpu_ops(ops, kf, ext_to_op, stats)
     _roofline_to_kernels(ops)
     pgs = _process_groups(et, kf)
+    if et is not None and et.pg_init and not options.metadata_node:
+        for op in et.pg_init:  # nothing depends on it (the builder emits it on its own)
+            ops.pop(op.id, None)
+        dropped["process_group:init (groups written to PREFIX.comm_groups.json)"] += len(et.pg_init)
     merged = map_comms(ops, rank, pgs, stats)
     for m in merged:
         del ops[m.id]
@@ -135,10 +143,11 @@ def _convert_rank(
             seg.wait_from = seg.start
         stats["warnings"].append("wait/sync edges removed: they formed a dependency cycle")
         items = ordered(items)
+    world = int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs))
     md = make_metadata(
         source="chakra.converters.pytorch",
         rank=rank,
-        world_size=int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs)),
+        world_size=world,
         schema=et.schema if et is not None else None,
         pid=et.pid if et is not None else (kf.pid if kf is not None else None),
         time=et.time if et is not None else None,
@@ -146,6 +155,7 @@ def _convert_rank(
         finish_ts=et.finish_ts if et is not None else None,
         timed=timed,
     )
+    stats["process_groups"] = _group_members(pgs, world)
     nodes: list = []
     if writer is not None:
         writer.write_metadata(md)
@@ -202,6 +212,20 @@ def _process_groups(et: Optional[ETFile], kf: Optional[KinetoFile]) -> list[dict
         if isinstance(cfg, list):
             return [g for g in cfg if isinstance(g, dict)]
     return []
+
+
+def _group_members(pgs: list[dict], world: int) -> dict[str, list[int]]:
+    """pg_name -> ranks; PyTorch lists the default group with `"ranks": []`, meaning every rank."""
+    out = {}
+    for g in pgs:
+        name, ranks = g.get("pg_name"), g.get("ranks")
+        if name is None or not isinstance(ranks, list):
+            continue
+        if not ranks and world:
+            ranks = list(range(world))
+        if ranks and all(isinstance(r, int) for r in ranks):
+            out[str(name)] = [int(r) for r in ranks]
+    return out
 
 
 def _world_from_pgs(pgs: list[dict]) -> int:
@@ -435,6 +459,13 @@ def convert_files(
             final = rank_path(prefix, ri.rank)
             os.replace(tmp, final)
             res["output"] = str(final)
+        groups: dict[str, list[int]] = {}
+        for res in results:
+            groups.update(res.get("process_groups") or {})
+        written = write_comm_groups(prefix, groups)
+        if written is not None:
+            for res in results:
+                res["comm_groups"] = str(written)
         return results
     finally:
         for tmp in tmp_paths:

@@ -135,7 +135,7 @@ def test_cross_device_edges_without_transfer_get_sync_messages() -> None:
     assert conv.lowered.sync_messages == 4
     assert conv.lowered.local_transfers == 6  # every weight transfer now stays on device 0
     pairs = messages(conv.lowered.traces)
-    assert all(get_int(s, "comm_size") == 0 for s, *_ in pairs.values())
+    assert all(get_int(s, "comm_size") == 1 for s, *_ in pairs.values())  # ASTRA-sim rejects 0-byte messages
     assert validate_traces(conv.lowered.traces).ok
 
 

@@ -90,7 +90,7 @@ def test_batch_conversion_through_scheduler(scheduler, samples_dir, tmp_path):
     doc = orjson.loads(res.stdout)
     assert doc["workers"] == 2 and doc["failed"] == 0 and doc["cross_rank"]["ok"]
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
-    assert all(r["stats"]["nodes"] == 1008 for r in doc["ranks"])
+    assert all(r["stats"]["nodes"] == 1007 for r in doc["ranks"])  # as `convert pytorch` writes them
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp.0.et", "ddp.1.et"]
 
 

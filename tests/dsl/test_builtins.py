@@ -180,7 +180,7 @@ def test_comm_group_file_matches_every_rank_metadata(tmp_path):
 
     cfg = TransformerConfig(layers=2, hidden=128, heads=4, seq=64, batch=8, microbatches=2, dp=2, tp=2, pp=2, vocab=256)
     w = build_transformer(cfg)
-    w.save(tmp_path / "gpt")
+    w.save(tmp_path / "gpt", metadata_node=True)
     groups = orjson.loads((tmp_path / "gpt.comm_groups.json").read_bytes())
     assert "0" not in groups and all(int(k) > 0 for k in groups)  # ASTRA-sim reserves id 0
     seen = {}

@@ -82,7 +82,11 @@ def test_metadata_node_and_comm_group_file(tmp_path):
     b = w.group([2, 3], "b")
     w.all_reduce(64, group=a)
     w.all_reduce(64, group=b)
-    paths = w.save(tmp_path / "job")
+    w.save(tmp_path / "plain")
+    plain = read_traces([tmp_path / "plain"])  # default: no METADATA node (ASTRA-sim aborts on it)
+    assert not [n for t in plain for n in t.nodes if n.type == NodeType.METADATA_NODE]
+    assert plain[2].nodes[0].id == 1 and list(plain[2].nodes[0].data_deps) == []
+    paths = w.save(tmp_path / "job", metadata_node=True)
     assert [p.name for p in paths] == [f"job.{r}.et" for r in range(4)]
     traces = read_traces([tmp_path / "job"])
     meta = traces[2].nodes[0]

@@ -1,0 +1,574 @@
+"""What the real ASTRA-sim 2.x (analytical backends) rejects or silently stops on, and the fixes.
+
+`plan(traces, groups)` walks every node of every rank once and returns the findings (`Issue`:
+rank, node id, name, code, reason, and what the export does about it) plus the per-node fixes.
+`chakra validate --for astra-sim` prints the findings; `chakra export astra-sim` applies the fixes
+(`apply`). One walk serves both, so the two commands cannot disagree.
+
+Facts from ASTRA-sim 2.x (astra-sim/workload/Workload.cc, CommunicatorGroup.cc, and running its
+binaries), each the reason for one rule below:
+
+- a METADATA node ends the run at t=0 (the feeder rejects its type) -> dropped, groups go to the
+  comm-group file;
+- only ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL go through the network; BROADCAST is
+  replayed from `duration_micros`; any other collective throws, the event queue runs dry and the
+  rank never prints `finished` -> rewritten to a runnable collective moving the same bytes
+  (`REWRITE`), or to a compute node of the recorded duration;
+- members of a collective that disagree on its size never finish (ring steps wait for messages of
+  another size) -> every member gets the largest size; the same holds for send/recv pairs;
+- a comm node with `is_cpu_op = true` throws -> cleared;
+- `pg_name` is `stoi`ed and looked up among the comm groups ("" and "0" mean all ranks; group
+  id 0 is rejected) -> non-numeric or undefined names get numeric ids in the comm-group file;
+- a dependency on an absent node id aborts the feeder -> `missing_deps` error or drop;
+- the attributes it reads (`comm_type`, `comm_size`, ...) are read from one protobuf arm only; any
+  other arm reads as 0 -> rewritten in the expected arm.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
+from chakra.errors import InputError
+from chakra.graph import cycle_breaking_edges
+from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
+from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
+from chakra.trace import Trace
+
+#: Collectives ASTRA-sim moves through its network model.
+NETWORK_COLLECTIVES = frozenset(
+    {CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_TO_ALL}
+)
+
+#: Unrunnable collective -> the runnable one whose ring moves the same total bytes for the same
+#: `comm_size` S over n ranks, (n-1)*S: ASTRA-sim's reduce-scatter, all-gather and all-to-all each
+#: move (n-1)/n*S per rank. REDUCE: every non-root forwards its S-byte buffer once; BROADCAST: the
+#: root's S reaches n-1 ranks; GATHER/SCATTER: n-1 pieces of S go to/from the root;
+#: REDUCE_SCATTER_BLOCK is a reduce-scatter; BARRIER is an all-reduce of its (tiny) buffer, which
+#: is how NCCL implements it.
+REWRITE = {
+    CollectiveType.REDUCE: CollectiveType.REDUCE_SCATTER,
+    CollectiveType.BROADCAST: CollectiveType.ALL_GATHER,
+    CollectiveType.GATHER: CollectiveType.ALL_GATHER,
+    CollectiveType.SCATTER: CollectiveType.ALL_TO_ALL,
+    CollectiveType.REDUCE_SCATTER_BLOCK: CollectiveType.REDUCE_SCATTER,
+    CollectiveType.BARRIER: CollectiveType.ALL_REDUCE,
+}
+
+KNOWN_TYPES = frozenset(int(t) for t in NodeType)
+COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+
+
+@dataclass
+class Issue:
+    rank: Optional[int]
+    node_id: Optional[int]
+    name: str
+    code: str
+    reason: str
+    fix: str  # what `chakra export astra-sim` does about it ("" when it cannot)
+    # "error": ASTRA-sim aborts, throws, or leaves the rank (or a node) unfinished; "warning": it
+    # runs, but not what the trace says (BROADCAST replayed by duration, an attribute read as 0)
+    severity: str = "error"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Fix:
+    """Changes to one node (METADATA nodes are dropped without one): `compute` turns it into a
+    compute node of its recorded duration (the string says why), `attrs` are set, `drop_deps`
+    are removed from its dependencies."""
+
+    compute: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    drop_deps: set[int] = field(default_factory=set)  # parents whose edge closes a cycle
+
+
+@dataclass
+class Plan:
+    issues: list[Issue]
+    fixes: dict[int, dict[int, Fix]]  # rank -> node id -> fix
+    groups: dict[str, list[int]]  # the comm-group file to write (numeric ids > 0)
+    missing: dict[int, int]  # rank -> dependencies on absent ids
+    pad_rank: bool  # a one-rank job: ASTRA-sim needs >= 2 NPUs, so an idle rank 1 is added
+    counts: dict[str, int]  # what the export changes, by kind (for its summary)
+
+    @property
+    def errors(self) -> list[Issue]:
+        """Findings on which ASTRA-sim aborts, throws or leaves work unfinished."""
+        return [i for i in self.issues if i.severity == "error"]
+
+    @property
+    def blocking(self) -> list[Issue]:
+        """Findings the export cannot fix (ASTRA-sim will still hang on them)."""
+        return [i for i in self.issues if not i.fix]
+
+
+def _rank(trace: Trace, pos: int) -> int:
+    return trace.rank if trace.rank is not None else pos
+
+
+class _Planner:
+    def __init__(self, traces: list[Trace], file_groups: dict[str, list[int]], unsupported: str, broadcast: str):
+        self.traces = traces
+        self.n = len(traces)
+        self.unsupported = unsupported
+        self.broadcast = broadcast
+        self.issues: list[Issue] = []
+        self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
+        self.counts: dict[str, int] = defaultdict(int)
+        defined: dict[str, list[int]] = {}
+        for t in traces:
+            defined.update(metadata_groups(t.nodes))
+        defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
+        self.defined = defined
+
+    def fix(self, rank: int, node: pb.Node) -> Fix:
+        return self.fixes[rank].setdefault(node.id, Fix())
+
+    def add(
+        self, rank: Optional[int], node: Optional[pb.Node], code: str, reason: str, fix: str, severity: str = "error"
+    ) -> None:
+        nid, name = (node.id, node.name) if node is not None else (None, "")
+        self.issues.append(Issue(rank, nid, name, code, reason, fix, severity))
+
+    def to_compute(self, rank: int, node: pb.Node, code: str, reason: str, severity: str = "error") -> None:
+        f = self.fix(rank, node)
+        if f.compute:
+            return
+        f.compute = code
+        self.counts[f"compute ({code})"] += 1
+        self.add(rank, node, code, reason, f"compute node of its recorded {node.duration_micros} us", severity)
+
+    # -------------------------------------------------------------------------------------- groups
+
+    def resolve_groups(self) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
+        """pg_name -> name written, and name written -> members, for every pg_name in use."""
+        used: dict[str, set[int]] = defaultdict(set)
+        for pos, t in enumerate(self.traces):
+            r = _rank(t, pos)
+            for n in t.nodes:
+                if n.type == NodeType.COMM_COLL_NODE:
+                    used[str(get_attr(n, "pg_name", "") or "")].add(r)
+        world = tuple(range(self.n))
+        numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
+        next_id = max(numeric, default=0) + 1
+        rename: dict[str, str] = {}
+        members: dict[str, tuple[int, ...]] = {}
+        for name in sorted(used, key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s)):
+            ranks = self.defined.get(name)
+            if ranks is not None and not ranks:  # PyTorch's default group: "ranks": []
+                ranks = list(world)
+            if ranks is None:
+                ranks = list(world) if name in WORLD_NAMES else sorted(used[name])
+            key = tuple(r for r in ranks if 0 <= r < self.n)
+            if len(key) != len(ranks):
+                self.add(
+                    None,
+                    None,
+                    "absent-members",
+                    f"process group {name!r} lists ranks {list(ranks)}, but only ranks 0..{self.n - 1} have traces "
+                    "(its collectives would wait for them forever)",
+                    f"the group is reduced to {list(key)}",
+                )
+                self.counts["groups reduced to the ranks present"] += 1
+            if name in WORLD_NAMES and set(key) == set(world):
+                rename[name], members[name] = name, world
+                continue
+            if name.isdigit() and int(name) > 0:
+                new = str(int(name))
+            else:
+                new = str(next_id)
+                next_id += 1
+                why = "means every rank to ASTRA-sim" if name in WORLD_NAMES else "is not a number (stoi fails)"
+                self.add(
+                    None,
+                    None,
+                    "pg-name",
+                    f"process group {name!r} {why}; its members are {list(key)}",
+                    f"pg_name {new}",
+                )
+                self.counts["pg_name renamed"] += 1
+            if name not in self.defined and name not in WORLD_NAMES:
+                self.add(
+                    None,
+                    None,
+                    "undefined-group",
+                    f"process group {name!r} is in no comm-group file or METADATA node (ASTRA-sim exits)",
+                    f"defined as the ranks that use it: {list(key)}",
+                )
+            rename[name], members[new] = new, key
+        return rename, members
+
+    # ----------------------------------------------------------------------------------- walking
+
+    def run(self) -> Plan:
+        rename, members = self.resolve_groups()
+        missing: dict[int, int] = {}
+        colls: dict[str, dict[int, list[tuple[pb.Node, int]]]] = defaultdict(lambda: defaultdict(list))
+        sends: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)  # (rank, node, size)
+        recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
+        for pos, t in enumerate(self.traces):
+            r = _rank(t, pos)
+            ids = {n.id for n in t.nodes}
+            bad = 0
+            for n in sorted(t.nodes, key=lambda n: n.id):
+                for d in (*n.data_deps, *n.ctrl_deps):
+                    if d == n.id:
+                        self.counts["self-dependencies removed"] += 1
+                        self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
+                    elif d not in ids:
+                        bad += 1
+                        if bad <= 20:
+                            self.add(
+                                r,
+                                n,
+                                "missing-dep",
+                                f"depends on node {d}, which is not in the trace (ASTRA-sim aborts)",
+                                "with --missing-deps drop: the edge is removed",
+                            )
+                self.node(r, n, rename, members, colls, sends, recvs)
+            by_id = None
+            for child, parent in cycle_breaking_edges(t.nodes):
+                by_id = by_id or t.by_id()
+                node = by_id[child]
+                self.fix(r, node).drop_deps.add(parent)
+                self.counts["cycle edges removed"] += 1
+                self.add(
+                    r,
+                    node,
+                    "cycle",
+                    f"dependency cycle through node {parent} (ASTRA-sim reports the rank finished without running it)",
+                    f"the edge to node {parent} is removed",
+                )
+            if bad:
+                missing[r] = bad
+            if bad > 20:
+                self.add(
+                    r,
+                    None,
+                    "missing-dep",
+                    f"{bad - 20} more dependencies on absent node ids ({bad} in all on this rank)",
+                    "with --missing-deps drop: the edges are removed",
+                )
+        self.match_collectives(colls)
+        self.match_p2p(sends, recvs)
+        groups = {name: list(m) for name, m in members.items() if name.isdigit() and int(name) > 0}
+        pad = self.n == 1
+        if pad:
+            self.add(
+                0, None, "one-rank", "ASTRA-sim rejects a network of one NPU", "an idle rank 1 (one 0 us compute node)"
+            )
+        return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts))
+
+    def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
+        t = n.type
+        if t == NodeType.METADATA_NODE:
+            self.counts["METADATA nodes dropped"] += 1
+            self.add(
+                r, n, "metadata-node", "METADATA node: ASTRA-sim aborts at t=0", "dropped (groups to comm_groups.json)"
+            )
+            return
+        if t not in KNOWN_TYPES:
+            self.to_compute(r, n, "unknown-type", f"node type {node_type_name(t)} (ASTRA-sim exits)")
+            return
+        for name, found, expected in misplaced_attrs(n):
+            if found != "none":
+                self.fix(r, n).attrs[name] = attr_value(next(a for a in n.attr if a.name == name))
+                self.counts["attribute arm corrected"] += 1
+                self.add(
+                    r,
+                    n,
+                    "attr-arm",
+                    f"{name} is in {found}; ASTRA-sim reads {expected} only (reads 0)",
+                    f"{name} in {expected}",
+                    "warning",
+                )
+        if t not in COMM:
+            return
+        if get_attr(n, "is_cpu_op") is True:
+            self.fix(r, n).attrs["is_cpu_op"] = False
+            self.counts["is_cpu_op cleared on comm nodes"] += 1
+            self.add(r, n, "comm-on-cpu", "comm node with is_cpu_op=true (ASTRA-sim throws)", "is_cpu_op=false")
+        if t == NodeType.COMM_COLL_NODE:
+            self.collective(r, n, rename, members, colls)
+            return
+        src, dst, size = get_attr(n, "comm_src"), get_attr(n, "comm_dst"), get_attr(n, "comm_size")
+        if not all(isinstance(v, int) for v in (src, dst, size)):
+            self.to_compute(r, n, "p2p-attrs", "send/recv without integer comm_src, comm_dst and comm_size")
+            return
+        me = src if t == NodeType.COMM_SEND_NODE else dst
+        if me != r:
+            side = "send from" if t == NodeType.COMM_SEND_NODE else "receive on"
+            self.to_compute(r, n, "p2p-wrong-rank", f"{side} rank {me} recorded on rank {r} (ASTRA-sim throws)")
+            return
+        if size <= 0:
+            # a zero-byte message still orders sender and receiver, so it stays a message
+            self.fix(r, n).attrs["comm_size"] = 1
+            self.counts["zero-byte send/recv set to 1 byte"] += 1
+            self.add(r, n, "p2p-zero-size", "0-byte send/recv (ASTRA-sim asserts chunk_size > 0)", "comm_size 1")
+            size = 1
+        key = (src, dst, int(get_attr(n, "comm_tag", 0) or 0))
+        (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
+
+    def collective(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict) -> None:
+        ctype, size = get_attr(n, "comm_type"), get_attr(n, "comm_size")
+        if not isinstance(ctype, int) or not isinstance(size, int):
+            self.to_compute(r, n, "coll-attrs", "collective without integer comm_type and comm_size")
+            return
+        pg = str(get_attr(n, "pg_name", "") or "")
+        new_pg = rename.get(pg, pg)
+        group = members.get(new_pg, ())
+        if r not in group:
+            self.to_compute(r, n, "not-in-group", f"rank {r} is not a member of process group {pg!r} {list(group)}")
+            return
+        if len(group) == 1:
+            self.to_compute(
+                r, n, "one-rank-group", f"collective over one rank ({collective_name(ctype)}) moves no data"
+            )
+            return
+        if new_pg != pg:
+            self.fix(r, n).attrs["pg_name"] = new_pg
+        replay = ctype == CollectiveType.BROADCAST and self.broadcast == "replay"  # ASTRA-sim runs it
+        if ctype not in NETWORK_COLLECTIVES and not replay:
+            what = collective_name(ctype)
+            reason = (
+                "BROADCAST: ASTRA-sim replays its recorded duration instead of moving its bytes"
+                if ctype == CollectiveType.BROADCAST
+                else f"{what}: ASTRA-sim does not implement it (the rank never finishes)"
+            )
+            severity = "warning" if ctype == CollectiveType.BROADCAST else "error"
+            target = REWRITE.get(ctype)
+            if target is None or self.unsupported == "compute":
+                self.to_compute(r, n, f"unsupported-{what.lower()}", reason, severity)
+                return
+            self.fix(r, n).attrs["comm_type"] = int(target)
+            self.counts[f"{what} -> {target.name}"] += 1
+            self.add(
+                r,
+                n,
+                f"unsupported-{what.lower()}",
+                reason,
+                f"{target.name} of the same {size} bytes (same bytes on the wire)",
+                severity,
+            )
+        colls[new_pg][r].append((n, size))
+
+    def match_collectives(self, colls: dict) -> None:
+        """Members must agree on every collective's size: the k-th of a group gets the largest."""
+        for pg, per_rank in colls.items():
+            lengths = {r: len(v) for r, v in per_rank.items()}
+            if len(set(lengths.values())) > 1:
+                self.add(
+                    None,
+                    None,
+                    "collective-count-mismatch",
+                    f"process group {pg or 'all'!r}: ranks issue different numbers of collectives {lengths} (hangs)",
+                    "",
+                )
+            for k in range(min(lengths.values(), default=0)):
+                row = [(r, per_rank[r][k]) for r in per_rank]
+                sizes = {s for _, (_, s) in row}
+                if len(sizes) < 2:
+                    continue
+                top = max(sizes)
+                for r, (node, s) in row:
+                    if s != top:
+                        self.fix(r, node).attrs["comm_size"] = top
+                        self.counts["collective sizes equalised"] += 1
+                        self.add(
+                            r,
+                            node,
+                            "coll-size-mismatch",
+                            f"{s} bytes here, {top} on another member (hangs)",
+                            f"comm_size {top}",
+                        )
+
+    def match_p2p(self, sends: dict, recvs: dict) -> None:
+        """The k-th send of (src, dst, tag) meets the k-th receive; sizes must agree."""
+        for key in {*sends, *recvs}:
+            ss, rr = sends.get(key, []), recvs.get(key, [])
+            for (sr, _, a), (rr_, rnode, b) in zip(ss, rr):
+                if a != b:
+                    self.fix(rr_, rnode).attrs["comm_size"] = a
+                    self.counts["receive sizes set to their send's"] += 1
+                    self.add(
+                        rr_,
+                        rnode,
+                        "p2p-size-mismatch",
+                        f"receives {b} bytes, its send (rank {sr}) sends {a} (hangs)",
+                        f"comm_size {a}",
+                    )
+            for r, node, _ in ss[len(rr) :]:
+                if key[1] < self.n:
+                    self.to_compute(
+                        r, node, "unmatched-send", f"send {key[0]}->{key[1]} tag {key[2]} has no receive (hangs)"
+                    )
+            for r, node, _ in rr[len(ss) :]:
+                self.to_compute(
+                    r, node, "unmatched-recv", f"receive {key[0]}->{key[1]} tag {key[2]} has no send (hangs)"
+                )
+
+
+def plan(
+    traces: list[Trace],
+    file_groups: Optional[dict[str, list[int]]] = None,
+    *,
+    unsupported: str = "rewrite",
+    broadcast: str = "network",
+) -> Plan:
+    """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
+
+    `unsupported`: "rewrite" (a runnable collective moving the same bytes, see `REWRITE`) or
+    "compute" (a compute node of the recorded duration). `broadcast`: "network" (rewritten like
+    the others) or "replay" (kept: ASTRA-sim replays its recorded duration)."""
+    if unsupported not in ("rewrite", "compute"):
+        raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
+    if broadcast not in ("network", "replay"):
+        raise InputError(f"--broadcast must be network or replay, not {broadcast!r}")
+    return _Planner(ordered(traces), dict(file_groups or {}), unsupported, broadcast).run()
+
+
+def ordered(traces: list[Trace]) -> list[Trace]:
+    """The traces sorted by rank; ranks must be 0..N-1 (the file names ASTRA-sim opens)."""
+    pairs = sorted(((_rank(t, i), i) for i, t in enumerate(traces)))
+    ranks = [r for r, _ in pairs]
+    if ranks != list(range(len(traces))):
+        raise InputError(f"rank numbers must be 0..{len(traces) - 1} without gaps or repeats, got {ranks[:10]}")
+    return [traces[i] for _, i in pairs]
+
+
+# ------------------------------------------------------------------------------------------ apply
+
+
+def _as_compute(node: pb.Node, why: str) -> pb.Node:
+    """A GPU compute node with the node's id, name, dependencies and recorded times."""
+    out = pb.Node(
+        id=node.id,
+        name=node.name,
+        type=NodeType.COMP_NODE,
+        start_time_micros=node.start_time_micros,
+        duration_micros=node.duration_micros,
+    )
+    out.data_deps.extend(node.data_deps)
+    out.ctrl_deps.extend(node.ctrl_deps)
+    set_attr(out, "is_cpu_op", False)
+    set_attr(out, "export_replaced", why)  # ASTRA-sim ignores attributes it does not read
+    return out
+
+
+def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Trace]:
+    """The fixed traces (new node objects where changed; the input is not modified)."""
+    if missing_deps not in ("error", "drop"):
+        raise InputError(f"--missing-deps must be error or drop, not {missing_deps!r}")
+    if p.missing and missing_deps == "error":
+        first = next(i for i in p.issues if i.code == "missing-dep")
+        total = sum(p.missing.values())
+        raise InputError(
+            f"rank {first.rank} node {first.node_id}: {first.reason}; {total} such dependencies in all "
+            "(--missing-deps drop removes them)"
+        )
+    out = []
+    for pos, t in enumerate(traces):
+        r = _rank(t, pos)
+        fixes = p.fixes.get(r, {})
+        # METADATA nodes first: their dependents inherit their dependencies
+        source, _, _ = strip_metadata(t.nodes)
+        ids = {n.id for n in source}
+        nodes = []
+        for n in source:
+            f = fixes.get(n.id)
+            nid = n.id
+            cut = f.drop_deps if f is not None else ()
+            deps_ok = not cut and all(d in ids and d != nid for d in (*n.data_deps, *n.ctrl_deps))
+            if f is None and deps_ok:
+                nodes.append(n)
+                continue
+            if f is not None and f.compute:
+                new = _as_compute(n, f.compute)
+            else:
+                new = pb.Node()
+                new.CopyFrom(n)
+                for name, value in (f.attrs if f is not None else {}).items():
+                    set_attr(new, name, value)
+            if not deps_ok:  # absent ids (--missing-deps drop), self-dependencies, cycle edges
+                for fld in (new.data_deps, new.ctrl_deps):
+                    kept = [d for d in dict.fromkeys(fld) if d in ids and d != nid and d not in cut]
+                    del fld[:]
+                    fld.extend(kept)
+            nodes.append(new)
+        out.append(Trace(metadata=t.metadata, nodes=nodes, rank=r, path=t.path))
+    if p.pad_rank:
+        pad = Trace(metadata=traces[0].metadata, rank=1)
+        pad.add(
+            "idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs={"is_cpu_op": False}
+        )
+        out.append(pad)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+
+@dataclass
+class ExportResult:
+    plan: Plan
+    files: list[Any]  # the rank traces written
+    run: Any  # configs.RunFiles
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "ranks": len(self.files),
+            "padded_rank": self.plan.pad_rank,
+            "changes": dict(sorted(self.plan.counts.items())),
+            "findings": len(self.plan.issues),
+            "not_fixed": [i.to_json() for i in self.plan.blocking],
+            "files": [str(p) for p in self.files],
+            "comm_groups": str(self.run.comm_groups) if self.run.comm_groups is not None else None,
+            "network": str(self.run.network),
+            "system": str(self.run.system),
+            "memory": str(self.run.memory),
+            "command": self.run.command_line(),
+            "simulate_command": self.run.simulate_command_line(),
+        }
+
+
+def export_astrasim(
+    traces: list[Trace],
+    out: Any,
+    *,
+    file_groups: Optional[dict[str, list[int]]] = None,
+    unsupported: str = "rewrite",
+    broadcast: str = "network",
+    missing_deps: str = "error",
+    backend: str = "aware",
+    network: Any = None,
+    system: Any = None,
+    memory: Any = None,
+) -> ExportResult:
+    """Write OUT.<rank>.et, OUT.comm_groups.json and OUT.{network.yml,system.json,memory.json}."""
+    from pathlib import Path
+
+    from chakra.commgroups import comm_groups_path, write_comm_groups
+    from chakra.export.configs import write_configs
+    from chakra.io import write_rank_traces
+
+    traces = ordered(traces)
+    p = plan(traces, file_groups, unsupported=unsupported, broadcast=broadcast)
+    fixed = apply(traces, p, missing_deps)
+    npus = len(fixed)
+    groups_path = comm_groups_path(out) if p.groups else None
+    # configs first: they are checked (rank count, backend limits) before any trace is written
+    run = write_configs(
+        Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
+    )
+    if p.missing and missing_deps == "drop":
+        p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
+    files = write_rank_traces(out, fixed)
+    written = write_comm_groups(out, p.groups)
+    run.comm_groups = written
+    return ExportResult(p, files, run)

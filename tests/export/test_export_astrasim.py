@@ -1,0 +1,186 @@
+"""`chakra export astra-sim`, `chakra validate --for astra-sim` and `--missing-deps`, on real traces.
+
+These run without the ASTRA-sim binaries; tests/interop runs the results through them.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from chakra.graph import find_cycle
+from chakra.io import read_trace, read_traces
+from chakra.schema import CollectiveType, NodeType
+from chakra.schema.attrs import get_attr, get_int
+from chakra.validate import validate_traces
+
+
+def _convert_pytorch(run_cli, samples_dir: Path, name: str, ranks: int, out: Path, *extra: str) -> Path:
+    d = samples_dir / "pytorch" / name
+    args = [str(d / f"et.{r}.json") for r in range(ranks)]
+    for r in range(ranks):
+        args += ["-k", str(d / f"kineto.{r}.json")]
+    res = run_cli("convert", "pytorch", *args, "-o", str(out), "-q", *extra)
+    assert res.exit_code == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def feeder_trace(samples_dir, tmp_path_factory) -> Path:
+    """The official feeder's test trace (written by the official converter)."""
+    folder = tmp_path_factory.mktemp("feeder")
+    with tarfile.open(samples_dir / "et" / "feeder_tests_trace.tar.gz") as tar:
+        tar.extractall(folder, filter="data")
+    return folder / "tests" / "data" / "chakra.0.et"
+
+
+def _colls(trace) -> Counter:
+    return Counter(
+        CollectiveType(get_int(n, "comm_type")).name for n in trace.nodes if n.type == NodeType.COMM_COLL_NODE
+    )
+
+
+def test_collectives2_rewrites_every_unimplemented_collective(samples_dir, tmp_path, run_cli):
+    raw = _convert_pytorch(run_cli, samples_dir, "collectives2", 2, tmp_path / "c2")
+    before = [_colls(t) for t in read_traces([raw])]
+    res = run_cli("validate", "--for", "astra-sim", str(raw), "--json")
+    assert res.exit_code == 1
+    codes = Counter(f["code"] for f in json.loads(res.stdout)["findings"])
+    assert codes["unsupported-reduce"] == 4 and codes["unsupported-gather"] == 4 and codes["unsupported-barrier"] == 4
+
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["changes"]["REDUCE -> REDUCE_SCATTER"] == 4
+    assert summary["changes"]["GATHER -> ALL_GATHER"] == 4
+    assert summary["changes"]["SCATTER -> ALL_TO_ALL"] == 4
+    assert summary["changes"]["BARRIER -> ALL_REDUCE"] == 4
+    assert summary["changes"]["BROADCAST -> ALL_GATHER"] == 4
+    argv = summary["command"].split()
+    assert Path(argv[0]).name == "AstraSim_Analytical_Congestion_Aware"  # in $ASTRA_SIM_BIN when set
+    assert argv[1] == f"--workload-configuration={tmp_path / 'out'}"
+    after = read_traces([tmp_path / "out"])
+    for b, t in zip(before, after):
+        a = _colls(t)
+        assert set(a) <= {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"}
+        assert a["REDUCE_SCATTER"] == b["REDUCE_SCATTER"] + b["REDUCE"]
+        assert a["ALL_GATHER"] == b["ALL_GATHER"] + b["GATHER"] + b["BROADCAST"]
+        assert sum(a.values()) == sum(b.values())  # nothing turned into compute
+    # same bytes: every collective keeps its comm_size
+    sizes = lambda ts: sorted(get_int(n, "comm_size") for t in ts for n in t.nodes if n.type == NodeType.COMM_COLL_NODE)  # noqa: E731
+    assert sizes(after) == sizes(read_traces([raw]))
+    assert validate_traces(after).ok
+    net = (tmp_path / "out.network.yml").read_text()
+    assert "FullyConnected" in net and "[ 2 ]" in net  # the aware binary asserts on a Ring of 2
+    assert run_cli("validate", "--for", "astra-sim", str(tmp_path / "out")).exit_code == 0
+
+
+def test_compute_option_keeps_recorded_time(samples_dir, tmp_path, run_cli):
+    raw = _convert_pytorch(run_cli, samples_dir, "collectives2", 2, tmp_path / "c2")
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--unsupported", "compute", "-q")
+    assert res.exit_code == 0, res.stderr
+    src = {n.id: n for n in read_trace(tmp_path / "c2.0.et").nodes}
+    replaced = [n for n in read_trace(tmp_path / "out.0.et").nodes if get_attr(n, "export_replaced")]
+    assert len(replaced) == 10  # 2 each of REDUCE, GATHER, SCATTER, BARRIER, BROADCAST on rank 0
+    for n in replaced:
+        assert n.type == NodeType.COMP_NODE and n.duration_micros == src[n.id].duration_micros
+        assert list(n.data_deps) == list(src[n.id].data_deps)
+
+
+def test_metadata_node_only_on_request_and_dropped_by_export(samples_dir, tmp_path, run_cli):
+    plain = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "plain")
+    assert not [n for t in read_traces([plain]) for n in t.nodes if n.type == NodeType.METADATA_NODE]
+    meta = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "meta", "--metadata-node")
+    assert sum(n.type == NodeType.METADATA_NODE for t in read_traces([meta]) for n in t.nodes) == 2
+    res = run_cli("validate", "--for", "astra-sim", str(meta), "--json")
+    assert res.exit_code == 1
+    assert [f["code"] for f in json.loads(res.stdout)["findings"]].count("metadata-node") == 2
+    res = run_cli("export", "astra-sim", str(meta), "-o", str(tmp_path / "out"), "--json", "-q")
+    assert json.loads(res.stdout)["changes"]["METADATA nodes dropped"] == 2
+    out = read_traces([tmp_path / "out"])
+    assert not [n for t in out for n in t.nodes if n.type == NodeType.METADATA_NODE]
+    assert [len(t.nodes) for t in out] == [len(t.nodes) for t in read_traces([plain])]
+
+
+def test_generated_groups_live_beside_the_trace(tmp_path, run_cli):
+    """Subgroup collectives resolve from PREFIX.comm_groups.json with no option and no METADATA node."""
+    out = tmp_path / "gpt"
+    res = run_cli("generate", "transformer", "--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "64",
+                  "--batch", "8", "--microbatches", "2", "--dp", "2", "--tp", "2", "-o", str(out), "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    traces = read_traces([out])
+    assert not [n for t in traces for n in t.nodes if n.type == NodeType.METADATA_NODE]
+    pgs = {get_attr(n, "pg_name") for t in traces for n in t.nodes if n.type == NodeType.COMM_COLL_NODE}
+    groups = json.loads((tmp_path / "gpt.comm_groups.json").read_text())
+    assert pgs <= set(groups) and len(groups) == 4
+    beside = json.loads(run_cli("simulate", str(out), "--json", "-q").stdout)
+    given = run_cli("simulate", str(out), "--comm-group", str(tmp_path / "gpt.comm_groups.json"), "--json", "-q")
+    assert beside["ranks"] == json.loads(given.stdout)["ranks"]
+    assert run_cli("validate", str(out)).exit_code == 0
+    assert run_cli("validate", "--for", "astra-sim", str(out)).exit_code == 0
+    # ASTRA-sim silently ignores a comm-group path containing "empty": refused up front
+    res = run_cli("export", "astra-sim", str(out), "-o", str(tmp_path / "empty_run"), "-q")
+    assert res.exit_code == 1 and "contains 'empty'" in res.stderr
+    # the groups file is what makes them resolvable: without it the subgroups are unknown
+    (tmp_path / "gpt.comm_groups.json").unlink()
+    res = run_cli("simulate", str(out), "-q")
+    assert res.exit_code == 1 and "unknown process group" in res.stderr
+
+
+def test_missing_deps_error_names_the_option(feeder_trace, tmp_path, run_cli):
+    res = run_cli("simulate", str(feeder_trace), "-q")
+    assert res.exit_code == 1
+    assert "does not exist" in res.stderr and "--missing-deps drop" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    res = run_cli("export", "astra-sim", str(feeder_trace), "-o", str(tmp_path / "x"), "-q")
+    assert res.exit_code == 1 and "1277 such dependencies" in res.stderr and "--missing-deps drop" in res.stderr
+    assert not list(tmp_path.glob("x.*"))  # nothing written
+
+
+def test_feeder_trace_exports_to_a_runnable_dag(feeder_trace, tmp_path, run_cli):
+    res = run_cli("validate", "--for", "astra-sim", str(feeder_trace), "--json")
+    codes = Counter(f["code"] for f in json.loads(res.stdout)["findings"])
+    assert res.exit_code == 1 and codes["missing-dep"] == 21 and codes["self-dep"] == 383 and codes["cycle"] > 0
+    res = run_cli("export", "astra-sim", str(feeder_trace), "-o", str(tmp_path / "f"), "--missing-deps", "drop",
+                  "--json", "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    s = json.loads(res.stdout)
+    assert s["changes"]["dependencies on absent ids dropped"] == 1277
+    assert s["changes"]["self-dependencies removed"] == 383
+    assert s["padded_rank"] is True and s["ranks"] == 2  # one rank: ASTRA-sim needs a second NPU
+    t0, t1 = read_traces([tmp_path / "f"])
+    assert len(t0.nodes) == len(read_trace(feeder_trace).nodes) and len(t1.nodes) == 1
+    assert find_cycle(t0.nodes) is None
+    ids = {n.id for n in t0.nodes}
+    assert all(d in ids and d != n.id for n in t0.nodes for d in (*n.data_deps, *n.ctrl_deps))
+    # one rank: its collectives move no data and become compute nodes of their recorded time
+    assert not [n for n in t0.nodes if n.type == NodeType.COMM_COLL_NODE]
+    res = run_cli("simulate", str(tmp_path / "f"), "--network", str(tmp_path / "f.network.yml"), "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+
+
+def test_user_network_is_checked_for_the_backend(tmp_path, run_cli):
+    out = tmp_path / "mb"
+    assert run_cli("generate", "microbench", "--ranks", "2", "--max-size", "4KiB", "-o", str(out), "-q").exit_code == 0
+    ring2 = tmp_path / "ring2.yml"
+    ring2.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    res = run_cli("export", "astra-sim", str(out), "-o", str(tmp_path / "x"), "--network", str(ring2), "-q")
+    assert res.exit_code == 1 and "Ring of 2" in res.stderr
+    res = run_cli("export", "astra-sim", str(out), "-o", str(tmp_path / "x"), "--network", str(ring2),
+                  "--backend", "unaware", "--json", "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert Path(json.loads(res.stdout)["command"].split()[0]).name == "AstraSim_Analytical_Congestion_Unaware"
+
+
+def test_broadcast_replay_keeps_astrasims_own_handling(samples_dir, tmp_path, run_cli):
+    raw = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "ddp2")
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--broadcast", "replay", "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["changes"] == {}  # ddp2's only finding is its BROADCASTs
+    assert [_colls(t)["BROADCAST"] for t in read_traces([tmp_path / "out"])] == [2, 2]
+    res = run_cli("export", "astra-sim", str(raw), "-o", str(tmp_path / "out"), "--broadcast", "bogus", "-q")
+    assert res.exit_code == 1 and "--broadcast must be network or replay" in res.stderr
