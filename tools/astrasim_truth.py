@@ -729,6 +729,10 @@ def run_case(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     finish, exposed = _finish(proc.stdout, n)
     res: dict[str, Any] = {"finish": finish}
+    if proc.returncode == -11:
+        # A segmentation fault: what it printed before dying varies from run to run, so only
+        # the crash itself is recorded.
+        return {"finish": [None] * n, "status": "abort", "rc": -11, "message": "SIGSEGV (segmentation fault)"}
     if proc.returncode != 0:
         res["status"] = "abort"
         res["rc"] = proc.returncode
