@@ -9,10 +9,12 @@ here from each case's spec (`chakra/sim/truthcases.py`), so no binary is needed.
   by how much, and the worst ones, so the engineer fixing the simulator sees where to look.
 - ASTRA-sim's failure cases (abort, unfinished ranks, hang): our simulator must answer, i.e.
   return a result or raise a clean `ChakraError` within a few seconds, never crash or hang.
+- a few cases also go through the `chakra simulate` CLI on the `.et` files ASTRA-sim read.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import statistics
 from collections import Counter, defaultdict
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 
 from chakra.errors import ChakraError
+from chakra.sim.truthcases import write_case
 from tests.sim.astrasim_truth import Unsupported, load_table, run_ours, within
 
 TABLE = load_table()
@@ -141,3 +144,29 @@ def test_table_is_large_and_covers_every_class():
         assert counts.get(cls, 0) >= 10, (cls, counts)
     backends = {c["backend"] for cases in TABLE.values() for c in cases}
     assert backends == {"aware", "unaware"}
+
+
+CLI_CASES = (
+    "coll_1d/aware/AR-ring-R8",
+    "coll_multidim/unaware/AG-ring-localBWAware-R2xR4",
+    "p2p/unaware/incast4-1048576B-SW8",
+    "groups/aware/RS-pairs-ed40-R8",
+    "memory/unaware/load-pool",
+    "compute/aware/chain",
+)
+
+
+@pytest.mark.parametrize("name", CLI_CASES)
+def test_cli_reproduces_recorded_case(run_cli, tmp_path, name):
+    """`chakra simulate` on the files ASTRA-sim ran (traces written as .et) gives its per-rank finish."""
+    spec = next(c for cases in TABLE.values() for c in cases if c["name"] == name)
+    paths = write_case(spec, tmp_path)
+    args = ["simulate", str(paths["workload"]), "--network", str(paths["network"]), "--system", str(paths["system"])]
+    args += ["--memory", str(paths["memory"]), "--congestion", spec["backend"], "--json", "-q"]
+    if "groups" in paths:
+        args += ["--comm-group", str(paths["groups"])]
+    res = run_cli(*args)
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    ours = [out["ranks"][str(r)]["finish_ns"] for r in range(len(spec["result"]["finish"]))]
+    assert all(within(o, t) for o, t in zip(ours, spec["result"]["finish"])), (ours, spec["result"]["finish"])
