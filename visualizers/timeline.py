@@ -26,23 +26,13 @@ from pathlib import Path
 from typing import IO, Any, Optional, Union
 
 from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
-from chakra.visualizers.kinds import (
-    COLL,
-    COMPUTE,
-    GPU,
-    KIND_RESOURCE,
-    MEM,
-    RECV,
-    RESOURCE_TID,
-    SEND,
-    kind_of,
-    node_facts,
-)
-from chakra.visualizers.simlog import iter_records
+from chakra.visualizers.kinds import COMPUTE, KIND_TRACK, RESOURCE_TID, node_facts
 
 from chakra.errors import InputError, TraceFormatError
 from chakra.io import atomic_output
 from chakra.schema import collective_name, node_type_name, pb
+from chakra.schema.kinds import COLL, GPU, MEM, RECV, SEND, kind_of
+from chakra.simlog import iter_records
 from chakra.trace import Trace
 
 PathLike = Union[str, Path]
@@ -85,7 +75,7 @@ def _classify_name(name: str) -> str:
 
 
 def _resource(kind: str) -> str:
-    return KIND_RESOURCE.get(kind, "compute")
+    return KIND_TRACK.get(kind, "compute")
 
 
 @dataclass
@@ -202,7 +192,7 @@ def timeline_from_log(
     name_only = 0
     completed = 0
     seen_npus: set[int] = set()
-    resource_of = KIND_RESOURCE
+    resource_of = KIND_TRACK
     name_cache = _NAME_KIND_CACHE
     with _Sink(output) as out:
         w = ChromeTraceWriter(out)
