@@ -7,13 +7,13 @@ instead of drifting by up to 0.5 µs per node.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from operator import attrgetter
 from typing import Optional
 
 import orjson
 
+from chakra.graph import priority_topo_order
 from chakra.schema import CollectiveType, NodeType
 
 from .comms import RECV, SEND
@@ -320,30 +320,13 @@ def ordered(items: list[Item], edges_in_order: bool = False) -> list[Item]:
     if edges_in_order or _is_topological(fast):
         return fast
     del fast
-    by_id = {it.id: i for i, it in enumerate(items)}
-    n = len(items)
-    indeg = [0] * n
-    children: list[list[int]] = [[] for _ in range(n)]
-    for i, it in enumerate(items):
-        for d in set(it.ctrl) | set(it.data):
-            j = by_id.get(d)
-            if j is not None:
-                children[j].append(i)
-                indeg[i] += 1
-    key = [(it.start if it.start is not None else 0, it.id) for it in items]
-    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        out.append(items[i])
-        for c in children[i]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                heapq.heappush(heap, (key[c], c))
-    if len(out) != n:
-        raise CycleError([items[i].id for i in range(n) if indeg[i] > 0][:10])
-    return out
+    get = {it.id: i for i, it in enumerate(items)}.get
+    parents = [[j for j in map(get, set(it.ctrl) | set(it.data)) if j is not None] for it in items]
+    keys = [(it.start if it.start is not None else 0, it.id) for it in items]
+    order, stuck = priority_topo_order(parents, keys)
+    if stuck:
+        raise CycleError([items[i].id for i in stuck][:10])
+    return [items[i] for i in order]
 
 
 _START = attrgetter("start")
