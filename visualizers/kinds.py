@@ -9,20 +9,27 @@ the CPU or the GPU depending on its `is_cpu_op` attribute (absent means GPU, as 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from chakra.schema import NodeType, collective_name, pb
 from chakra.schema.attrs import attr_value
 
-# Kind names, in legend order.
-CPU, GPU, COLL, SEND, RECV, MEM, META, INVALID = "cpu", "gpu", "coll", "send", "recv", "mem", "meta", "invalid"
-KINDS = (CPU, GPU, COLL, SEND, RECV, MEM, META, INVALID)
-COMM_KINDS = frozenset({COLL, SEND, RECV})
+# The kinds themselves live in the core (chakra.schema.kinds); here is how they look.
+from chakra.schema.kinds import (
+    COLL,
+    CPU,
+    GPU,
+    INVALID,
+    MEM,
+    META,
+    RECV,
+    SEND,
+)
 
 #: Timeline resources and their base thread ids (the Chakra paper's memory / compute / comm split).
 MEMORY, COMPUTE, COMMUNICATION = "memory", "compute", "communication"
 RESOURCE_TID = {MEMORY: 1, COMPUTE: 2, COMMUNICATION: 3}
-KIND_RESOURCE = {
+KIND_TRACK = {
     CPU: COMPUTE,
     GPU: COMPUTE,
     META: COMPUTE,
@@ -57,15 +64,6 @@ STYLES: dict[str, Style] = {
 #: Which kind wins the colour of a collapsed box holding several kinds (most telling first).
 KIND_PRIORITY = (COLL, SEND, RECV, MEM, GPU, CPU, META, INVALID)
 
-_TYPE_KIND = {
-    NodeType.METADATA_NODE: META,
-    NodeType.MEM_LOAD_NODE: MEM,
-    NodeType.MEM_STORE_NODE: MEM,
-    NodeType.COMM_SEND_NODE: SEND,
-    NodeType.COMM_RECV_NODE: RECV,
-    NodeType.COMM_COLL_NODE: COLL,
-}
-
 # Attributes the visualizers show; read in one pass over a node's attrs.
 _WANTED = frozenset(
     {"is_cpu_op", "comm_type", "comm_size", "tensor_size", "comm_src", "comm_dst", "comm_tag", "pg_name", "num_ops"}
@@ -79,13 +77,6 @@ def node_facts(node: pb.Node) -> dict[str, Any]:
         if attr.name in _WANTED:
             out[attr.name] = attr_value(attr)
     return out
-
-
-def kind_of(node_type: int, is_cpu_op: Optional[bool]) -> str:
-    """The kind of a node from its type number and `is_cpu_op` (None when absent)."""
-    if node_type == NodeType.COMP_NODE:
-        return CPU if is_cpu_op else GPU
-    return _TYPE_KIND.get(node_type, INVALID)
 
 
 def describe_comm(node_type: int, facts: dict[str, Any]) -> str:
