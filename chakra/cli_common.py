@@ -38,9 +38,15 @@ JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on 
 
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn user errors into one line + exit 1; keep tracebacks for --debug."""
+    """Turn user errors into one line + exit 1; keep tracebacks for --debug.
+
+    Inputs opened inside are tracked, so no output of the command can replace one of them.
+    """
+    from chakra.io import track_inputs
+
     try:
-        yield
+        with track_inputs():
+            yield
     except ChakraError as exc:
         if state.debug:
             raise

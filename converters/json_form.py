@@ -8,7 +8,7 @@ import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
 from chakra.errors import InputError
-from chakra.io import open_binary, rank_from_path, rank_path, write_trace
+from chakra.io import open_binary, output_set, rank_from_path, rank_path, write_trace
 from chakra.jsonform import read_json_trace
 
 NAME = "json"
@@ -26,6 +26,13 @@ def sniff(path: Path) -> bool:
 def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
     written = []
     seen: set[int] = set()
+    with output_set():
+        written = _convert_each(inputs, prefix, seen, quiet)
+    return written
+
+
+def _convert_each(inputs: list[Path], prefix: Path, seen: set[int], quiet: bool) -> list[Path]:
+    written = []
     for i, path in enumerate(inputs):
         trace = read_json_trace(path)
         rank = trace.rank if trace.rank is not None else rank_from_path(path)

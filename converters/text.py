@@ -35,7 +35,7 @@ import orjson
 import typer
 
 from chakra.errors import InputError, TraceFormatError
-from chakra.io import TraceWriter, atomic_output, rank_path
+from chakra.io import TraceWriter, atomic_output, input_file_errors, output_set, rank_path
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import set_attr
 from chakra.trace import Trace, make_metadata, make_node
@@ -171,12 +171,8 @@ def parse_text(path: Path, text: Optional[str] = None) -> Workload:
     """Parse a text workload, raising TraceFormatError (file and line) on anything malformed."""
     path = Path(path)
     if text is None:
-        try:
+        with input_file_errors(path, "text workload file"):
             text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory, expected a text workload file") from None
     lines = _content_lines(text)
     first = next(lines, None)
     if first is None:
@@ -642,19 +638,20 @@ class TextConversion:
     def write(self, prefix: Path) -> list[Path]:
         """Write PREFIX.<rank>.et for every NPU (and PREFIX.comm_groups.json if there are subgroups)."""
         written = []
-        for rank in range(self.npus):
-            self._fill(rank)
-            path = rank_path(prefix, rank)
-            with TraceWriter(path) as w:
-                w.write_metadata(self.metadata(rank))
-                w.write_nodes(self.nodes)
-            written.append(path)
-        groups = self.groups.as_json()
-        if groups:
-            gpath = Path(f"{prefix}.comm_groups.json")
-            with atomic_output(gpath) as f:
-                f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
-            written.append(gpath)
+        with output_set():
+            for rank in range(self.npus):
+                self._fill(rank)
+                path = rank_path(prefix, rank)
+                with TraceWriter(path) as w:
+                    w.write_metadata(self.metadata(rank))
+                    w.write_nodes(self.nodes)
+                written.append(path)
+            groups = self.groups.as_json()
+            if groups:
+                gpath = Path(f"{prefix}.comm_groups.json")
+                with atomic_output(gpath) as f:
+                    f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
+                written.append(gpath)
         return written
 
     def summary(self) -> dict:

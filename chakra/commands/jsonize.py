@@ -9,7 +9,7 @@ import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
 from chakra.errors import InputError
-from chakra.io import expand_trace_args, is_json_file, read_trace, write_trace
+from chakra.io import expand_trace_args, is_json_file, output_set, read_trace, write_trace
 
 
 def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tuple[Path, Path, Optional[int]]]:
@@ -48,7 +48,7 @@ def jsonize(
 
     Example: [bold]chakra jsonize run.0.et -o run.0.json[/]; add .gz to compress.
     """
-    with handle_errors():
+    with handle_errors(), output_set():
         for src, dst, rank in _targets(inputs, output, ".json"):
             trace = read_trace(src, rank=rank)
             write_trace(dst, trace)
@@ -69,7 +69,7 @@ def dejsonize(
 
     Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
     """
-    with handle_errors():
+    with handle_errors(), output_set():
         for src, dst, rank in _targets(inputs, output, ".et"):
             if src == dst:
                 raise InputError(f"{src}: input and output are the same file")

@@ -522,11 +522,12 @@ class Workload:
     def save(self, prefix: Union[str, Path], *, comm_groups: bool = True) -> list[Path]:
         """Write PREFIX.<rank>.et for every rank, plus PREFIX.comm_groups.json (ASTRA-sim's
         `--comm-group-configuration`) unless `comm_groups=False`."""
-        from chakra.io import write_rank_traces
+        from chakra.io import output_set, write_rank_traces
 
-        paths = write_rank_traces(prefix, self.traces())
-        if comm_groups:
-            self.save_comm_groups(comm_groups_path(prefix))
+        with output_set():
+            paths = write_rank_traces(prefix, self.traces())
+            if comm_groups:
+                self.save_comm_groups(comm_groups_path(prefix))
         return paths
 
 

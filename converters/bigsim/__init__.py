@@ -19,7 +19,7 @@ from chakra.converters.bigsim.inputs import load_logs, sniff
 from chakra.converters.bigsim.model import BigSimLog, MachineInfo, MsgEntry, Seb, Summary
 from chakra.converters.bigsim.timing import TimingSample, parse_timing_line, read_param_files, read_timing_samples
 
-from chakra.io import TraceWriter, rank_path
+from chakra.io import TraceWriter, output_set, rank_path
 
 NAME = "bigsim"
 DESCRIPTION = "BigSim (Charm++) bgTrace logs, v0-6, or their ASCII detail dumps: one trace per simulated processor."
@@ -30,7 +30,7 @@ def write_traces(log: BigSimLog, prefix: Path, *, serialize: bool = False, quiet
     from chakra.cli_common import make_progress
 
     summary: Optional[ConversionSummary] = None
-    with make_progress(quiet) as progress:
+    with make_progress(quiet) as progress, output_set():
         task = progress.add_task("writing traces", total=log.total_procs)
         for trace, summary in iter_traces(log, serialize=serialize):
             assert trace.rank is not None

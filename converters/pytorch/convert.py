@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ChakraError, InputError, TraceFormatError
-from chakra.io import TraceWriter, rank_path
+from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
 
@@ -368,10 +368,8 @@ def convert_files(
     options = options or Options()
     inputs = gather_inputs(et_paths, kineto_paths)
     tmp_paths = [str(rank_path(prefix, ri.rank, f".et.part{os.getpid()}")) for ri in inputs]
-    try:
-        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
+    for ri in inputs:  # refuse a bad output before any work
+        check_output_path(rank_path(prefix, ri.rank))
     results: list[dict[str, Any]]
     try:
         if len(inputs) == 1:
@@ -387,9 +385,9 @@ def convert_files(
         errors = [r["error"] for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        for ri, tmp, res in zip(inputs, tmp_paths, results):
-            final = rank_path(prefix, ri.rank)
-            os.replace(tmp, final)
+        finals = [rank_path(prefix, ri.rank) for ri in inputs]
+        publish_outputs(list(zip(tmp_paths, finals)))
+        for res, final in zip(results, finals):
             res["output"] = str(final)
         return results
     finally:

@@ -75,6 +75,7 @@ def converted(examples: Path, tmp_path_factory) -> dict[str, list]:
     out = tmp_path_factory.mktemp("bigsim_et")
     result = {}
     for case in CASES:
+        (out / case).mkdir()
         summary = convert([examples / case], out / case / "trace")
         assert summary.outputs
         result[case] = read_traces([str(out / case / "trace")])

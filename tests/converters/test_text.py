@@ -101,7 +101,7 @@ def test_micro_sample(text_dir: Path) -> None:
 
 
 def test_written_files_round_trip(text_dir: Path, tmp_path: Path, run_cli) -> None:
-    prefix = tmp_path / "out" / "mlp"
+    prefix = tmp_path / "mlp"
     result = run_cli("convert", "text", str(text_dir / "MLP_ModelParallel.txt"), "--npus", "4", "-o", str(prefix), "-q")
     assert result.exit_code == 0, result.stderr
     traces = read_traces([str(prefix)])

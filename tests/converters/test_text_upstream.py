@@ -145,8 +145,8 @@ def test_crlf_and_comm_groups_file(tmp_path) -> None:
     path = tmp_path / "custom.txt"
     path.write_bytes(PER_LAYER_CUSTOMIZED.replace("\n", "\r\n").encode())
     conv = text_conv.convert_text(path, npus=16, model_group=4)
-    written = conv.write(tmp_path / "out" / "c")
-    groups_file = tmp_path / "out" / "c.comm_groups.json"
+    written = conv.write(tmp_path / "c")
+    groups_file = tmp_path / "c.comm_groups.json"
     assert groups_file in written and len(written) == 17
     assert orjson.loads(groups_file.read_bytes()) == conv.groups.as_json()
 
