@@ -5,7 +5,7 @@ CHAKRA := $(VENV)/bin/chakra
 SAMPLES ?= $(abspath tests/data/samples)
 OUT ?= out
 
-.PHONY: setup system-deps test lint demo bench proto clean
+.PHONY: setup system-deps test lint demo check bench proto clean
 
 setup: $(VENV)/.installed system-deps
 
@@ -30,6 +30,10 @@ test: setup lint
 
 demo: setup
 	@bash tools/demo.sh "$(CHAKRA)" "$(SAMPLES)" "$(OUT)"
+
+# The committed HEAD, cloned alone into an empty temp folder, runs `make demo` (tools/bare_clone_check.sh).
+check:
+	@bash tools/bare_clone_check.sh
 
 bench: setup
 	$(PY) bench/io_bench.py
