@@ -1,6 +1,6 @@
 """Reading and writing Chakra `.et` streams, rank file naming, and format dispatch.
 
-File format (official-chakra.md §1.2): a stream of messages, each a base-128 varint byte length
+File format (docs/chakra-format.md §1.2): a stream of messages, each a base-128 varint byte length
 then the serialized message; the first is a GlobalMetadata, every later one a Node; EOF ends it.
 Unlike the official reader, a zero-length message is a valid empty message (a Node with every
 field at its default serializes to nothing), and a truncated or corrupt stream is an error naming

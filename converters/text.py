@@ -1,6 +1,6 @@
 """ASTRA-sim 1.0 text workloads -> Chakra: one trace per NPU, P training passes each.
 
-The text format (astra-sim.md §5, official-chakra.md §4.1): line 1 is a parallelism keyword plus
+The text format (docs/astra-sim.md §5, docs/chakra-format.md §4): line 1 is a parallelism keyword plus
 optional header tokens, line 2 the layer count, then one line per layer with 12 columns
 `name reserved fwd_comp fwd_type fwd_size ig_comp ig_type ig_size wg_comp wg_type wg_size update`
 (13 for HYBRID_CUSTOMIZED: the layer's own keyword last).

@@ -2,7 +2,7 @@
 
 The proto defines none of these names; they are the de-facto contract with ASTRA-sim and the
 official ETFeeder, which read exactly one arm per name and silently get 0 from any other arm
-(official-chakra.md §1.3). So writers always go through `set_attr`, which uses the conventional
+(docs/chakra-format.md §1.3). So writers always go through `set_attr`, which uses the conventional
 arm; readers go through `get_attr`, which accepts any arm (other producers are not so careful).
 """
 

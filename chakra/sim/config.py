@@ -1,10 +1,10 @@
 """ASTRA-sim's configuration files, read as ASTRA-sim reads them, into dataclasses callers may edit.
 
 - network: the analytical backend's YAML (`topology`, `npus_count`, `bandwidth` GB/s with GB = 2^30,
-  `latency` ns), one entry per dimension (astra-sim.md §2.3);
-- system: the JSON of `Sys::initialize_sys` (§2.2): scheduling policy, chunking, endpoint delay,
+  `latency` ns), one entry per dimension (docs/astra-sim.md §2.3);
+- system: the JSON of `Sys::initialize_sys` (docs/astra-sim.md §2.2): scheduling policy, chunking, endpoint delay,
   per-dimension collective algorithms, roofline and local-memory bandwidth;
-- memory: the remote-memory JSON of astra-memory-analytical (§2.4), plus the hierarchical pool and
+- memory: the remote-memory JSON of astra-memory-analytical (docs/astra-sim.md §2.4), plus the hierarchical pool and
   in-switch collective parameters of the ASTRA-sim 2.0 paper (our keys, documented in
   docs/simulator.md).
 

@@ -1,6 +1,6 @@
 """Reader for binary BigSim logs: the `bgTrace` summary and the `bgTrace<k>` timeline files.
 
-Layout (reference §D.2-D.7): each file starts with a `PUP::machineInfo`; the summary holds the
+Layout (docs/input-formats.md §D.2-D.7): each file starts with a `PUP::machineInfo`; the summary holds the
 machine shape and (from version 1 on, optional at EOF) the log version; file k holds an offset
 table and the timelines of the procs emulated on PE k. Files are memory-mapped, and the fixed part
 of each record is decoded with one precompiled struct, so reading costs a few struct calls per SEB

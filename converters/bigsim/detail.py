@@ -1,7 +1,7 @@
 """Reader for BigSim's ASCII timeline dumps ("detail" files, `BgWriteThreadTimeLine`).
 
 One file per simulated processor, named `<pgm>-<x>-<y>-<z>.<thread>.log`; each SEB is printed by
-`BgTimeLog::write` (reference §D.9):
+`BgTimeLog::write` (docs/input-formats.md §D.9):
 
     [1] 0x618150 name:msgep (srcpe:5 msgID:0) ep:0 charm_ep:0 [(thread resume)] [STARTEVENT][QDEVENT]
      recvtime:0.000038 startTime:0.000038 endTime:0.000040 execTime:0.000002

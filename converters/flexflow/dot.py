@@ -361,7 +361,7 @@ class _Parser:
                     self.edges.append(DotEdge(src, dst, eattrs, start.offset))
 
 
-# The exact lines FlexFlow's DotFile writes (input-formats.md §E.1). Files made only of these are
+# The exact lines FlexFlow's DotFile writes (docs/input-formats.md §E.1). Files made only of these are
 # read line by line, several times faster than the general parser; anything else falls back.
 _FF_HEAD = re.compile(r"digraph taskgraph \{\n")
 _FF_LINE = re.compile(

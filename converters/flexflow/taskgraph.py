@@ -1,13 +1,13 @@
 """FlexFlow task graphs read from DOT: the two label variants, as one list of tasks.
 
-Upstream `--taskgraph` export (input-formats.md §E.1; written by `Simulator::simulate_runtime`):
+Upstream `--taskgraph` export (docs/input-formats.md §E.1; written by `Simulator::simulate_runtime`):
     node12 [label="{ conv1 | Forward | { 0.35 | 1.12 } }",shape=record];
     node12 -> node13;
 The name is left out for unnamed (update/barrier) tasks; the type is one of Forward, Backward,
 Comm, Update, Barrier; start and end are simulated times in ms. Node lines come in simulated
 order. No device is recorded, so devices come from a placement (placement.py).
 
-Legacy variant read by the deprecated Chakra converter (input-formats.md §E.2):
+Legacy variant read by the deprecated Chakra converter (docs/input-formats.md §E.2):
     { npu=0 | conv1 | ... | COMP_NODE | wall_clock_time=0.00012 }
     { npu=0 | x01 | ... | COMM_SEND_RECV_NODE | comm_src=0 | comm_dst=1 | comm_size=4096 }
 with times in seconds and the devices in the label.

@@ -3,7 +3,7 @@
 Inputs may be plain JSON, gzip, or members of a (gzipped) tar archive. Layouts: 1.0.1 is flat
 (`parent`, `inputs` as a plain list, `input_shapes`, ...); 1.0.2 and later nest `inputs`/`outputs`
 objects and put `rf_id` etc. in an `attrs` list (looked up by name, never by position; see
-input-formats.md §A). A trace whose observer never finished (no closing `]}`) is repaired by
+docs/input-formats.md §A). A trace whose observer never finished (no closing `]}`) is repaired by
 cutting at the last complete node, and the repair is reported.
 """
 

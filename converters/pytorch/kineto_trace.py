@@ -1,6 +1,6 @@
 """Loading a Kineto (PyTorch profiler) Chrome trace into typed event lists with integer-ns times.
 
-Two time styles exist (input-formats.md §B.2): new files write float µs relative to
+Two time styles exist (docs/input-formats.md §B.2): new files write float µs relative to
 `baseTimeNanoseconds`; old ones write integer epoch µs. Both become absolute integer ns here,
 so every later step compares plain ints. Negative tids (Kineto sign-flips) are kept as-is: they
 are only used as thread keys.

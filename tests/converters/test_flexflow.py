@@ -1,6 +1,6 @@
 """FlexFlow task graph -> per-device Chakra traces.
 
-No public FlexFlow `--taskgraph` file exists (input-formats.md §E.3). The inputs in
+No public FlexFlow `--taskgraph` file exists (docs/input-formats.md §E.3). The inputs in
 tests/data/flexflow/ are built by make_taskgraphs.py to the writer's format exactly as FlexFlow's
 source defines it (`Simulator::simulate_runtime`, `DotFile`, `RecordFormatter`); the legacy
 `npu=` file follows the layout the deprecated Chakra converter read. See that script's docstring.

@@ -70,7 +70,7 @@ def test_triton_kernel_launched_by_driver_api(samples_dir, tmp_path):
 
 
 def test_kineto_p2p_args_give_the_peer():
-    # Newer Kineto copies Src/Dst Rank onto p2p comm events (input-formats.md §B.4); no sample has
+    # Newer Kineto copies Src/Dst Rank onto p2p comm events (docs/input-formats.md §B.4); no sample has
     # them, so the args dict below is built to that documented format.
     from chakra.converters.pytorch.comms import RECV, SEND, from_kineto_args
 

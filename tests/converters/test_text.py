@@ -1,7 +1,7 @@
 """ASTRA-sim 1.0 text workloads -> Chakra, on the real samples in samples/astrasim/text_workloads/.
 
 Expected values come from the input columns (read here independently of the converter) and from
-ASTRA-sim 1.0's training loops (astra-sim.md §5, official-chakra.md §4).
+ASTRA-sim 1.0's training loops (docs/astra-sim.md §5, docs/chakra-format.md §4).
 """
 
 from __future__ import annotations

@@ -290,7 +290,7 @@ def test_converted_pytorch_trace_timeline(samples_dir, tmp_path):
 
 
 def test_official_key_value_spelling_and_flows_need_a_trace(tmp_path, run_cli):
-    # The spelling the official chakra_timeline_visualizer splits on "=" (official-chakra.md §6.3).
+    # The spelling the official chakra_timeline_visualizer splits on "=" (docs/chakra-format.md §6.3).
     log = _write(
         tmp_path / "k.log",
         [
