@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 import typer
@@ -106,14 +106,3 @@ def load_traces(args: list[str], quiet: bool = False) -> list:
     with make_progress(quiet) as progress:
         task = progress.add_task("reading traces", total=None)
         return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))
-
-
-def fmt_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

@@ -81,7 +81,7 @@ def node_facts(node: pb.Node) -> dict[str, Any]:
 
 def describe_comm(node_type: int, facts: dict[str, Any]) -> str:
     """A short comm description ("ALL_REDUCE 1.0 MiB", "send to 3, 64 KiB"), or "" for non-comm nodes."""
-    from chakra.cli_common import fmt_bytes
+    from chakra.units import fmt_bytes
 
     parts = []
     if node_type == NodeType.COMM_COLL_NODE:

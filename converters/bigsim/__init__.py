@@ -8,7 +8,7 @@ interpolation models. See docs/bigsim.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -25,13 +25,18 @@ NAME = "bigsim"
 DESCRIPTION = "BigSim (Charm++) bgTrace logs, v0-6, or their ASCII detail dumps: one trace per simulated processor."
 
 
-def write_traces(log: BigSimLog, prefix: Path, *, serialize: bool = False, quiet: bool = True) -> ConversionSummary:
-    """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory)."""
-    from chakra.cli_common import make_progress
-
+def write_traces(
+    log: BigSimLog,
+    prefix: Path,
+    *,
+    serialize: bool = False,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+) -> ConversionSummary:
+    """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory),
+    all or nothing. `on_progress(done, total)` is called after each file."""
     summary: Optional[ConversionSummary] = None
-    with make_progress(quiet) as progress, output_set():
-        task = progress.add_task("writing traces", total=log.total_procs)
+    done = 0
+    with output_set():
         for trace, summary in iter_traces(log, serialize=serialize):
             assert trace.rank is not None
             path = rank_path(prefix, trace.rank)
@@ -39,7 +44,9 @@ def write_traces(log: BigSimLog, prefix: Path, *, serialize: bool = False, quiet
                 w.write_metadata(trace.metadata)
                 w.write_nodes(trace.nodes)
             summary.outputs.append(str(path))
-            progress.advance(task)
+            done += 1
+            if on_progress is not None:
+                on_progress(done, log.total_procs)
     if summary is None:  # a machine without procs
         _, summary = convert_log(log)
     return summary
@@ -52,16 +59,16 @@ def convert(
     prefer_detail: bool = False,
     workers_per_node: Optional[int] = None,
     serialize: bool = False,
-    quiet: bool = True,
+    on_progress: Optional[Callable[[int, int], None]] = None,
 ) -> ConversionSummary:
     """Library entry point: read the logs the inputs name, write PREFIX.<proc>.et, return a summary."""
     log = load_logs([Path(p) for p in inputs], prefer_detail=prefer_detail, workers_per_node=workers_per_node)
-    return write_traces(log, Path(prefix), serialize=serialize, quiet=quiet)
+    return write_traces(log, Path(prefix), serialize=serialize, on_progress=on_progress)
 
 
 def convert_paths(inputs: list[Path], prefix: Path, *, quiet: bool = False) -> list[Path]:
     """Registry hook (`chakra convert auto`): default options."""
-    summary = convert(inputs, prefix, quiet=quiet)
+    summary = convert(inputs, prefix)
     return [Path(p) for p in summary.outputs]
 
 
