@@ -18,26 +18,12 @@ import orjson
 
 from chakra.graph import find_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
-from chakra.schema.attrs import CONVENTIONS, attr_value
+from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, attr_value
 from chakra.trace import Trace
 
 ERROR = "error"
 WARNING = "warning"
 
-#: Attributes the official ETFeeder reads from exactly one arm: another arm silently reads as 0.
-FEEDER_READ = frozenset(
-    {
-        "is_cpu_op",
-        "num_ops",
-        "tensor_size",
-        "comm_type",
-        "comm_size",
-        "comm_src",
-        "comm_dst",
-        "comm_tag",
-        "comm_priority",
-    }
-)
 #: Collectives whose per-rank size legitimately differs (uneven all-to-all, root-only buffers).
 SIZE_MAY_DIFFER = frozenset(
     {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}

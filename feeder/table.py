@@ -29,25 +29,11 @@ from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
 from chakra.schema import pb
+from chakra.schema.attrs import SIMULATOR_ATTRS
 from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
-SPARSE_ATTRS = frozenset(
-    {
-        "comm_type",
-        "comm_size",
-        "comm_src",
-        "comm_dst",
-        "comm_tag",
-        "comm_priority",
-        "pg_name",
-        "involved_dim",
-        "tensor_loc",
-        "tensor_size",
-        "num_ops",
-        "is_cpu_op",
-    }
-)
+SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
 DENSE_ATTRS = frozenset({"is_cpu_op", "num_ops", "tensor_size"})
 _SPARSE_TYPES = frozenset({0, 1, 2, 3, 5, 6, 7})  # everything but COMP keeps its attrs sparse
 _GET_SIM = attrgetter("id", "type", "duration_micros", "data_deps", "ctrl_deps")

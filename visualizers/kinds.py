@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chakra.schema import NodeType, collective_name, pb
-from chakra.schema.attrs import attr_value
+from chakra.schema.attrs import SIMULATOR_ATTRS, attr_value
 
 # The kinds themselves live in the core (chakra.schema.kinds); here is how they look.
 from chakra.schema.kinds import (
@@ -65,9 +65,7 @@ STYLES: dict[str, Style] = {
 KIND_PRIORITY = (COLL, SEND, RECV, MEM, GPU, CPU, META, INVALID)
 
 # Attributes the visualizers show; read in one pass over a node's attrs.
-_WANTED = frozenset(
-    {"is_cpu_op", "comm_type", "comm_size", "tensor_size", "comm_src", "comm_dst", "comm_tag", "pg_name", "num_ops"}
-)
+_WANTED = frozenset(SIMULATOR_ATTRS) - {"comm_priority", "involved_dim"}
 
 
 def node_facts(node: pb.Node) -> dict[str, Any]:

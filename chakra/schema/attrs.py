@@ -15,8 +15,8 @@ from chakra.schema import et_def_pb2 as pb
 
 Message = Union[pb.Node, pb.GlobalMetadata]
 
-#: name -> the oneof arm consumers read.
-CONVENTIONS: dict[str, str] = {
+#: The attributes simulators act on (ASTRA-sim, the official feeder): name -> the arm they read.
+SIMULATOR_ATTRS: dict[str, str] = {
     "is_cpu_op": "bool_val",
     "num_ops": "int64_val",
     "tensor_size": "uint64_val",
@@ -28,6 +28,10 @@ CONVENTIONS: dict[str, str] = {
     "comm_priority": "int32_val",
     "pg_name": "string_val",
     "involved_dim": "bool_list",
+}
+
+#: What the PyTorch converters copy from the Execution Trace, in the official converter's arms.
+PYTORCH_ATTRS: dict[str, str] = {
     "rf_id": "int64_val",
     "fw_parent": "int64_val",
     "seq_id": "int64_val",
@@ -37,6 +41,13 @@ CONVENTIONS: dict[str, str] = {
     "op_schema": "string_val",
     "stream": "int64_val",
 }
+
+#: name -> the oneof arm consumers read: every conventional attribute.
+CONVENTIONS: dict[str, str] = {**SIMULATOR_ATTRS, **PYTORCH_ATTRS}
+
+#: The attributes the official ETFeeder reads from exactly one scalar arm (any other arm silently
+#: reads as 0): the simulator attributes that hold one number.
+FEEDER_READ = frozenset(name for name, arm in SIMULATOR_ATTRS.items() if arm.endswith("_val") and arm != "string_val")
 
 SCALAR_ARMS = (
     "double_val",
