@@ -18,7 +18,7 @@ import orjson
 
 from chakra.graph import find_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
-from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, attr_value
+from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
 from chakra.trace import Trace
 
 ERROR = "error"
@@ -99,10 +99,7 @@ def _attr_map(node: pb.Node) -> dict[str, pb.AttributeProto]:
 def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
     if attr is None:
         return None
-    v = attr_value(attr)
-    if isinstance(v, (bool, int, float)):
-        return int(v)
-    return None
+    return as_int(attr_value(attr))
 
 
 def check_rank(trace: Trace, report: Report) -> None:

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
 from chakra.schema import pb
-from chakra.schema.attrs import SIMULATOR_ATTRS
+from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
@@ -194,8 +194,8 @@ class _Builder:
                 continue
             v = found.get("is_cpu_op")
             is_cpu[j] = 1 if v and not isinstance(v, (list, str, bytes)) else 0
-            num_ops[j] = _as_int(found.get("num_ops"))
-            tsize[j] = _as_int(found.get("tensor_size"))
+            num_ops[j] = as_int(found.get("num_ops"), 0)
+            tsize[j] = as_int(found.get("tensor_size"), 0)
             if ntype in _SPARSE_TYPES:
                 sparse[pos + j] = found
         self.is_cpu.extend(is_cpu)
@@ -299,12 +299,6 @@ class _Builder:
             names=names,
             metadata_inputs=self.metadata_inputs,
         )
-
-
-def _as_int(value: Any) -> int:
-    if value is None or isinstance(value, (list, str, bytes)):
-        return 0
-    return int(value)
 
 
 def table_from_nodes(

@@ -8,6 +8,7 @@ arm; readers go through `get_attr`, which accepts any arm (other producers are n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
@@ -74,6 +75,17 @@ INT_ARMS = frozenset(NUMERIC_ARMS - {"double_val", "float_val", "bool_val"})
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
+
+
+def as_int(value: Any, default: Any = None) -> Any:
+    """An attribute value as an int: numbers (bools included) are truncated, anything else (None,
+    strings, lists, NaN or infinity) gives `default`. Strings are not parsed, as the official
+    feeder reads them as 0 too."""
+    if isinstance(value, (bool, int)):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return default
 
 
 def infer_arm(value: Any) -> str:
