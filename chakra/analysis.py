@@ -388,21 +388,14 @@ def analyze_log(log: SimLog) -> dict[str, Any]:
 
 def asap_times(trace: Trace) -> dict[int, tuple[int, int]]:
     """Earliest start of every node with unlimited resources (ns): the dependency-only schedule."""
-    from chakra.graph import dependency_lists, topo_order
+    from chakra.graph import asap_starts
 
     nodes = trace.nodes
     try:
-        order = topo_order(nodes)
+        starts = asap_starts(nodes)
     except ValueError as exc:
         raise InputError(f"{trace.path or 'trace'}: {exc}") from None
-    _, parents = dependency_lists(nodes)
-    end = [0] * len(nodes)
-    out = {}
-    for i in order:
-        s = max((end[p] for p in parents[i]), default=0)
-        end[i] = s + nodes[i].duration_micros * 1000
-        out[nodes[i].id] = (s, end[i])
-    return out
+    return {n.id: (s * 1000, (s + n.duration_micros) * 1000) for n, s in zip(nodes, starts)}
 
 
 SCHEDULES = ("auto", "simulate", "recorded", "asap")

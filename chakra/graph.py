@@ -72,6 +72,23 @@ def _kahn(parents: list[list[int]]) -> tuple[list[int], list[int]]:
     return order, [i for i in range(n) if indeg[i] > 0]
 
 
+def asap_starts(nodes: Sequence[pb.Node]) -> list[int]:
+    """Start time (µs, by position) of every node if each ran as soon as its dependencies
+    finished, with unlimited resources: the dependency-only schedule.
+
+    Raises ValueError on a dependency cycle, like `topo_order`.
+    """
+    order = topo_order(nodes)
+    _, parents = dependency_lists(nodes)
+    end = [0] * len(nodes)
+    start = [0] * len(nodes)
+    for i in order:
+        s = max((end[p] for p in parents[i]), default=0)
+        start[i] = s
+        end[i] = s + nodes[i].duration_micros
+    return start
+
+
 def priority_topo_order(parents: Sequence[Sequence[int]], keys: Sequence) -> tuple[list[int], list[int]]:
     """Kahn's sort where, among ready items, the smallest `keys[i]` (then index) goes first.
 

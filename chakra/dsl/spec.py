@@ -34,6 +34,7 @@ import yaml
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
 from chakra.errors import ChakraError, InputError
+from chakra.io import input_file_errors
 
 _UNITS = {
     "": 1,
@@ -102,7 +103,9 @@ def load_spec(path: Union[str, Path]) -> Workload:
         return _load_python(path)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            with input_file_errors(path, "spec file"):
+                text = path.read_text(encoding="utf-8")
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""

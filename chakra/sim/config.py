@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from chakra.errors import ConfigError
+from chakra.io import input_file_errors
 
 PathLike = Union[str, os.PathLike]
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -141,11 +142,10 @@ MEMORY_TYPES = (
 def _read_text(path: PathLike, what: str) -> str:
     p = Path(path)
     try:
-        return p.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such {what} config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: cannot read {what} config ({exc})") from None
+        with input_file_errors(p, f"{what} config file"):
+            return p.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: cannot read {what} config (not UTF-8 text)") from None
 
 
 def _as_list(where: str, key: str, value: Any) -> list:

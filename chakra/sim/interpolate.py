@@ -34,6 +34,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from chakra.errors import InputError, TraceFormatError
+from chakra.io import input_file_errors
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.trace import Trace
@@ -319,9 +320,10 @@ def samples_from_csv(path: Union[str, Path]) -> dict[str, Samples]:
     `duration_ns`; anything else means µs)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+        with input_file_errors(path, "CSV file"):
+            text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
     rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].lstrip().startswith("#")]
     if not rows:
         raise TraceFormatError(path, "no rows")

@@ -31,6 +31,7 @@ from chakra.converters.bigsim.model import (
 )
 
 from chakra.errors import InputError, TraceFormatError
+from chakra.io import input_file_errors
 
 SUMMARY_NAME = "bgTrace"
 
@@ -38,7 +39,9 @@ SUMMARY_NAME = "bgTrace"
 @contextmanager
 def _mapped(path: Path) -> Iterator[memoryview | bytes]:
     """The file's bytes, memory-mapped when non-empty (logs can be many GB)."""
-    with open(path, "rb") as f:
+    with input_file_errors(path, "BigSim log"):
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    with f:
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # empty file

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from chakra.errors import TraceFormatError
+from chakra.io import input_file_errors
 
 KEYWORDS = frozenset({"strict", "graph", "digraph", "node", "edge", "subgraph"})
 
@@ -412,12 +413,8 @@ def parse_dot(path: Path, text: Optional[str] = None) -> DotGraph:
     """Parse a DOT file; raises DotSyntaxError (a TraceFormatError naming file and line)."""
     path = Path(path)
     if text is None:
-        try:
+        with input_file_errors(path, "DOT file"):
             text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            from chakra.errors import InputError
-
-            raise InputError(f"{path}: no such file") from None
     fast = _parse_flexflow_fast(text, path)
     if fast is not None:
         return fast

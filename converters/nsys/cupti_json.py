@@ -23,7 +23,7 @@ from chakra.converters.nsys import schema as S
 from chakra.converters.nsys.build import COPY_KINDS, MEM_KINDS
 
 from chakra.errors import TraceFormatError
-from chakra.io import atomic_output
+from chakra.io import atomic_output, input_file_errors
 
 FORMAT_TAG = "chakra-cupti-records"
 SYNC_TYPES = {
@@ -257,7 +257,9 @@ class _Ids:
 
 def iter_records(path: Path) -> Iterator[tuple[dict[str, int], dict[str, Any]]]:
     """(line or index, record) for JSON Lines, a JSON array, or {"records": [...]}; streamed."""
-    with open(path, "rb") as fh:
+    with input_file_errors(path, "CUPTI records file"):
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    with fh:
         head = fh.read(4096).lstrip()
         fh.seek(0)
         if not head:

@@ -304,3 +304,10 @@ def test_official_key_value_spelling_and_flows_need_a_trace(tmp_path, run_cli):
     assert ev[0]["name"] == "COMP_NODE_x" and ev[0]["tid"] == 2
     res = run_cli("timeline", str(log), "--flows", "-o", str(tmp_path / "f.json"))
     assert res.exit_code == 1 and "--trace" in res.stderr
+
+
+def test_op_never_called_back_is_named_by_its_issue_line(tmp_path):
+    log = _write(tmp_path / "open.csv", ["issue,0,0,1,a", "issue,0,5,2,b", "callback,0,10,1,a"])
+    result = timeline_from_log(log, tmp_path / "o.json")
+    assert result.complete_events == 1
+    assert any("node 2 on NPU 0 (line 2)" in w for w in result.warnings), result.warnings
