@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import orjson
 
+from chakra.errors import excerpt
 from chakra.graph import find_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
@@ -125,7 +126,7 @@ def check_rank(trace: Trace, report: Report) -> None:
                 elif d not in seen:
                     report.add(ERROR, "dangling-dependency", f"node {nid} {kind} names missing node {d}", rank, nid)
         if n.type not in valid_types:
-            report.add(ERROR, "bad-node-type", f"node {nid} ({n.name!r}) has node type {n.type}", rank, nid)
+            report.add(ERROR, "bad-node-type", f"node {nid} ({excerpt(n.name)}) has node type {n.type}", rank, nid)
             continue
         if not n.attr:
             if n.type in COMM_NODE_TYPES:

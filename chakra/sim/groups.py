@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, excerpt
 
 
 def _walk(obj: Any) -> Iterable[dict]:
@@ -68,7 +68,9 @@ class GroupTable:
             ranks = list(range(self.num_ranks))
         bad = [r for r in ranks if not 0 <= r < self.num_ranks]
         if bad:
-            raise ConfigError(f"{source}: group {name!r} names rank {bad[0]} but there are {self.num_ranks} ranks")
+            raise ConfigError(
+                f"{source}: group {excerpt(name)} names rank {bad[0]} but there are {self.num_ranks} ranks"
+            )
         members = tuple(ranks)
         old = self.groups.get(name)
         if old is not None and set(old) != set(members):

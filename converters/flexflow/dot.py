@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 from chakra.io import input_file_errors
 
 KEYWORDS = frozenset({"strict", "graph", "digraph", "node", "edge", "subgraph"})
@@ -115,7 +115,7 @@ def tokenize(text: str, path: Path) -> list[Token]:
                 raise fail(pos, "unterminated quoted string")
             if text.startswith("/*", pos):
                 raise fail(pos, "unterminated /* comment")
-            raise fail(pos, f"unexpected character {ch!r}")
+            raise fail(pos, f"unexpected character {excerpt(ch)}")
         kind = m.lastgroup
         if kind == "ws" or kind == "comment":
             pos = m.end()
@@ -187,7 +187,7 @@ class _Parser:
     def expect(self, kind: str, what: Optional[str] = None) -> Token:
         tok = self.next(what or repr(kind))
         if tok.kind != kind:
-            raise self.fail(f"expected {what or repr(kind)}, found {tok.value!r}", tok)
+            raise self.fail(f"expected {what or repr(kind)}, found {excerpt(tok.value)}", tok)
         return tok
 
     def is_kw(self, tok: Optional[Token], word: str) -> bool:
@@ -221,7 +221,7 @@ class _Parser:
         elif self.is_kw(tok, "graph"):
             self.directed = False
         else:
-            raise self.fail(f"expected 'digraph' or 'graph', found {tok.value!r}", tok)
+            raise self.fail(f"expected 'digraph' or 'graph', found {excerpt(tok.value)}", tok)
         name = None
         if (t := self.peek()) is not None and t.kind == "id":
             name = self.id_value("graph name").value
@@ -230,7 +230,7 @@ class _Parser:
         self.expect("}", "'}' closing the graph")
         extra = self.peek()
         if extra is not None:
-            raise self.fail(f"unexpected {extra.value!r} after the closing '}}'", extra)
+            raise self.fail(f"unexpected {excerpt(extra.value)} after the closing '}}'", extra)
         return DotGraph(
             self.path, self.text, name, self.directed, strict, self.nodes, self.declared, self.edges, self.graph_attrs
         )
@@ -336,7 +336,7 @@ class _Parser:
             self.graph_attrs[key] = self.id_value(f"a value for {key!r}").value
             return
         if tok.kind not in ("id", "{"):
-            raise self.fail(f"unexpected {tok.value!r} where a statement should start", tok)
+            raise self.fail(f"unexpected {excerpt(tok.value)} where a statement should start", tok)
         start = tok
         first = self.operand(node_defaults, edge_defaults, members)
         chain: list[Operand] = [first]

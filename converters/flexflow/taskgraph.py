@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 
 from .dot import DotGraph
 from .record import RecordError, flatten, parse_record
@@ -91,16 +91,18 @@ def _fields(graph: DotGraph, name: str) -> tuple[list, int]:
     try:
         return parse_record(label), line
     except RecordError as exc:
-        raise TraceFormatError(graph.path, f"node {name}: bad record label {label!r}: {exc}", line=line) from None
+        raise TraceFormatError(
+            graph.path, f"node {name}: bad record label {excerpt(label)}: {exc}", line=line
+        ) from None
 
 
 def _float(graph: DotGraph, line: int, name: str, what: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise TraceFormatError(graph.path, f"node {name}: {what} {text!r} is not a number", line=line) from None
+        raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a number", line=line) from None
     if value != value or value in (float("inf"), float("-inf")):
-        raise TraceFormatError(graph.path, f"node {name}: {what} {text!r} is not a finite number", line=line)
+        raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a finite number", line=line)
     return value
 
 
@@ -174,7 +176,9 @@ def _legacy_task(graph: DotGraph, index: int, name: str, time_scale: float) -> T
         try:
             number = int(value)
         except ValueError:
-            raise TraceFormatError(graph.path, f"node {name}: {key}={value!r} is not an integer", line=line) from None
+            raise TraceFormatError(
+                graph.path, f"node {name}: {key}={excerpt(value)} is not an integer", line=line
+            ) from None
         if number < 0:
             raise TraceFormatError(graph.path, f"node {name}: {key}={number} is negative", line=line)
         return number

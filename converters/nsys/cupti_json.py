@@ -22,7 +22,7 @@ import orjson
 from chakra.converters.nsys import schema as S
 from chakra.converters.nsys.build import COPY_KINDS, MEM_KINDS
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 from chakra.io import atomic_output, input_file_errors
 
 FORMAT_TAG = "chakra-cupti-records"
@@ -382,7 +382,7 @@ def _enum(value: Any, names: dict[str, int]) -> Optional[int]:
     if isinstance(value, str):
         key = value if value in names else value.upper()
         if key not in names:
-            raise ValueError(f"unknown value {value!r} (one of {', '.join(names)})")
+            raise ValueError(f"unknown value {excerpt(value)} (one of {', '.join(names)})")
         return names[key]
     return int(value)
 
@@ -397,7 +397,7 @@ def _row(rec: dict[str, Any], pids: _Ids, tids: _Ids, sid) -> tuple[Optional[tup
         return None, None
     kind = _KIND_ALIASES.get(raw_kind)
     if kind is None:
-        raise ValueError(f"unknown kind {rec['kind']!r}")
+        raise ValueError(f"unknown kind {excerpt(rec['kind'])}")
     g = rec.get
     if kind in ("RUNTIME", "DRIVER"):
         gtid = _gpid(rec["processId"], pids) | tids(int(rec["threadId"]))  # type: ignore[operator]

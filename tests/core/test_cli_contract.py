@@ -231,3 +231,13 @@ def test_visualize_writes_exactly_the_output_given(run_cli, tmp_path):
     result = run_cli("visualize", f"{prefix}.0.et", "--dot", "-o", str(tmp_path / "g.svg"))
     _assert_refused(result, "g.svg", "svg", "dot")
     assert not (tmp_path / "g.svg").exists()
+
+
+def test_error_lines_quote_only_an_excerpt_of_a_huge_value(run_cli, tmp_path):
+    # A JSON trace whose format field is 100 KB long: the error names it without printing it all.
+    bad = tmp_path / "huge.0.json"
+    bad.write_text('{"format": "' + "x" * 100_000 + '", "nodes": []}')
+    result = run_cli("dejsonize", str(bad), "-o", str(tmp_path / "out.0.et"))
+    _assert_refused(result, "huge.0.json", "xxx...")
+    assert len(result.stderr) < 400
+    assert not (tmp_path / "out.0.et").exists()
