@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 
 import typer
+
+from chakra.cli_common import JsonOption, QuietOption, handle_errors
 from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption
 from chakra.converters.nsys.convert import ConvertResult, convert_reports
 from chakra.converters.nsys.cupti_json import load_cupti_records
-
-from chakra.cli_common import JsonOption, QuietOption, handle_errors
 from chakra.errors import InputError
 
 NAME = "cupti"

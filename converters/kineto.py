@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
 from chakra.converters.pytorch import _head
 from chakra.converters.pytorch.cli import add_kineto_cli
 from chakra.converters.pytorch.convert import convert_files

@@ -12,10 +12,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import IO, Callable
 
+from chakra.schema.kinds import COMM_KINDS, CPU, GPU, INVALID, KINDS, META
 from chakra.visualizers.kinds import STYLES
 from chakra.visualizers.select import Box, View
-
-from chakra.schema.kinds import COMM_KINDS, CPU, GPU, INVALID, KINDS, META
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _ARGS_RE = re.compile(r"\((?:[^()]|\([^()]*\))*\)")

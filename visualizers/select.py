@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from chakra.visualizers.grouping import Plan, group_runs, is_wrapper, plan_groups
-from chakra.visualizers.kinds import KIND_PRIORITY, describe_comm, node_facts
-
 from chakra.schema import NodeType, pb
 from chakra.schema.kinds import COMM_KINDS, kind_of, node_kind
 from chakra.trace import Trace
+from chakra.visualizers.grouping import Plan, group_runs, is_wrapper, plan_groups
+from chakra.visualizers.kinds import KIND_PRIORITY, describe_comm, node_facts
 
 COLLAPSE_MODES = ("auto", "none", "op", "annotation", "prefix", "name", "adaptive")
 EDGE_MODES = ("all", "data", "ctrl")

@@ -25,9 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
-from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
-from chakra.visualizers.kinds import COMPUTE, KIND_TRACK, RESOURCE_TID, node_facts
-
 from chakra.errors import InputError, TraceFormatError
 from chakra.graph import asap_starts
 from chakra.io import atomic_output
@@ -35,6 +32,8 @@ from chakra.schema import collective_name, node_type_name, pb
 from chakra.schema.kinds import COLL, GPU, MEM, RECV, SEND, kind_of
 from chakra.simlog import iter_records
 from chakra.trace import Trace
+from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
+from chakra.visualizers.kinds import COMPUTE, KIND_TRACK, RESOURCE_TID, node_facts
 
 PathLike = Union[str, Path]
 

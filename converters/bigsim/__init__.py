@@ -18,7 +18,6 @@ from chakra.converters.bigsim.detail import read_detail_file, read_detail_logs
 from chakra.converters.bigsim.inputs import load_logs, sniff
 from chakra.converters.bigsim.model import BigSimLog, MachineInfo, MsgEntry, Seb, Summary
 from chakra.converters.bigsim.timing import TimingSample, parse_timing_line, read_param_files, read_timing_samples
-
 from chakra.io import TraceWriter, output_set, rank_path
 
 NAME = "bigsim"

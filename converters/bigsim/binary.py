@@ -29,7 +29,6 @@ from chakra.converters.bigsim.model import (
     SebEvent,
     Summary,
 )
-
 from chakra.errors import InputError, TraceFormatError
 from chakra.io import input_file_errors
 

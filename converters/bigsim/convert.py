@@ -28,7 +28,6 @@ from typing import Any, Optional
 from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_ALLTOALL, MPI_BARRIER, MPI_OP_NAMES, BigSimLog
 from chakra.converters.bigsim.routing import Delivery, match_messages
 from chakra.converters.bigsim.timeconv import interval_us, seconds_to_us
-
 from chakra.errors import TraceFormatError
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import set_attrs

@@ -39,7 +39,6 @@ from chakra.converters.bigsim.model import (
     Summary,
 )
 from chakra.converters.bigsim.routing import infer_num_wth
-
 from chakra.errors import InputError, TraceFormatError
 from chakra.io import input_file_errors
 

@@ -16,7 +16,6 @@ from typing import Optional
 from chakra.converters.bigsim.binary import SUMMARY_NAME, procs_of_file
 from chakra.converters.bigsim.layout import NAME_LEN, VersionLayout, encode_machine_info
 from chakra.converters.bigsim.model import EVENT_PROJ, BigSimLog, MachineInfo, Seb, Summary
-
 from chakra.io import atomic_output, output_set
 
 

@@ -14,13 +14,12 @@ from typing import Optional
 
 import typer
 
+from chakra.converters.flexflow.dot import DotGraph, parse_dot
+from chakra.converters.flexflow.lower import Lowered, lower
+from chakra.converters.flexflow.placement import Placement, assign_devices, parse_placement
+from chakra.converters.flexflow.taskgraph import TaskGraph, read_taskgraph
 from chakra.errors import InputError
 from chakra.io import write_rank_traces
-
-from .dot import DotGraph, parse_dot
-from .lower import Lowered, lower
-from .placement import Placement, assign_devices, parse_placement
-from .taskgraph import TaskGraph, read_taskgraph
 
 NAME = "flexflow"
 DESCRIPTION = "FlexFlow simulated task graph (.dot from --taskgraph, or the legacy npu= labels)"

@@ -19,12 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from chakra.converters.flexflow.taskgraph import Task, TaskGraph
 from chakra.errors import TraceFormatError
 from chakra.graph import priority_topo_order
 from chakra.schema import NodeType, pb
 from chakra.trace import Trace, make_metadata, make_node
-
-from .taskgraph import Task, TaskGraph
 
 
 @dataclass

@@ -19,10 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from chakra.converters.flexflow.dot import DotGraph
+from chakra.converters.flexflow.record import RecordError, flatten, parse_record
 from chakra.errors import TraceFormatError, excerpt
-
-from .dot import DotGraph
-from .record import RecordError, flatten, parse_record
 
 UPSTREAM_TYPES = ("Forward", "Backward", "Comm", "Update", "Barrier")
 _NPU_KEY = re.compile(r"^\s*npu(?:_id)?\s*=\s*(-?\d+)\s*$")

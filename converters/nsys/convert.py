@@ -12,7 +12,6 @@ from chakra.converters.nsys import source
 from chakra.converters.nsys.build import DEP_KINDS, Builder, Options
 from chakra.converters.nsys.ranks import copy_engines, plan_ranks, stream_flags
 from chakra.converters.nsys.schema import Report, open_report
-
 from chakra.errors import TraceFormatError
 from chakra.io import TraceWriter, output_set, rank_path
 from chakra.trace import make_metadata

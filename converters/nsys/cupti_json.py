@@ -19,9 +19,9 @@ from typing import IO, Any, Optional
 
 import ijson
 import orjson
+
 from chakra.converters.nsys import schema as S
 from chakra.converters.nsys.build import COPY_KINDS, MEM_KINDS
-
 from chakra.errors import TraceFormatError, excerpt
 from chakra.io import atomic_output, input_file_errors
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cli import add_cli
-from .convert import Options, convert_files, convert_rank, gather_inputs
-from .et import is_tar, sniff_et_head
+from chakra.converters.pytorch.cli import add_cli
+from chakra.converters.pytorch.convert import Options, convert_files, convert_rank, gather_inputs
+from chakra.converters.pytorch.et import is_tar, sniff_et_head
 
 NAME = "pytorch"
 DESCRIPTION = "PyTorch Execution Trace JSON (1.0.1 ... 1.1.1-chakra.1.0.0), optionally with its Kineto trace"

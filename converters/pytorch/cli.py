@@ -8,10 +8,9 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, print_json
+from chakra.converters.pytorch.convert import Options, convert_files
+from chakra.converters.pytorch.summary import render
 from chakra.errors import InputError
-
-from .convert import Options, convert_files
-from .summary import render
 
 
 def _run(ets: list[Path], kinetos: list[Path], output: Path, gap_min: float, no_io: bool, jobs: int,

@@ -17,9 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from chakra.converters.pytorch.ops import Op
 from chakra.schema import CollectiveType, NodeType
-
-from .ops import Op
 
 SEND = "send"
 RECV = "recv"

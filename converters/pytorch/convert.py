@@ -21,19 +21,18 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional
 
+from chakra.converters.pytorch import comms
+from chakra.converters.pytorch.commmap import map_comms
+from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
+from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
+from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, sniff_et_head
+from chakra.converters.pytorch.kineto_trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
+from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
+from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
-
-from . import comms
-from .commmap import map_comms
-from .dag import SYNC_RUNTIME, Builder
-from .emit import CycleError, NodeEncoder, ordered
-from .et import ETFile, load_et, read_input_bytes, sniff_et_head
-from .kineto_trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
-from .link import add_gpu_ops, link_et, ops_from_kineto
-from .ops import COMM, CPU, GPU
 
 
 @dataclass

@@ -13,13 +13,10 @@ from typing import Optional
 
 import orjson
 
-from chakra.graph import priority_topo_order
-from chakra.schema import CollectiveType, NodeType
-
-from .comms import RECV, SEND
-from .dag import GAP, IDLE, QUEUE, Item
-from .ops import COMM, CPU, META, Op
-from .wire import (
+from chakra.converters.pytorch.comms import RECV, SEND
+from chakra.converters.pytorch.dag import GAP, IDLE, QUEUE, Item
+from chakra.converters.pytorch.ops import COMM, CPU, META, Op
+from chakra.converters.pytorch.wire import (
     _LOW14,
     _SMALL,
     NODE_CTRL,
@@ -39,6 +36,8 @@ from .wire import (
     varint,
     varint_table,
 )
+from chakra.graph import priority_topo_order
+from chakra.schema import CollectiveType, NodeType
 
 _dumps = orjson.dumps
 

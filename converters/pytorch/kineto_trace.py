@@ -17,10 +17,9 @@ from typing import Any, Optional
 import msgspec
 import orjson
 
+from chakra.converters.pytorch.chunked import split_document
+from chakra.converters.pytorch.et import _drain, parse_json
 from chakra.errors import TraceFormatError
-
-from .chunked import split_document
-from .et import _drain, parse_json
 
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})

@@ -13,9 +13,9 @@ from bisect import bisect_right
 from operator import attrgetter
 from typing import Any, Optional
 
-from .comms import nccl_kernel_coll
-from .kineto_trace import KinetoFile
-from .ops import COMM, CPU, GPU, Op
+from chakra.converters.pytorch.comms import nccl_kernel_coll
+from chakra.converters.pytorch.kineto_trace import KinetoFile
+from chakra.converters.pytorch.ops import COMM, CPU, GPU, Op
 
 
 def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[int, Op]:

@@ -14,10 +14,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from chakra.converters.bigsim import convert_log, load_logs, read_binary_logs, read_detail_file
 from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_BARRIER, MachineInfo
 from chakra.converters.bigsim.writer import write_binary_logs
-
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr, get_int

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
+
 from chakra.converters import cupti
 from chakra.converters.nsys import convert_reports
 from chakra.converters.nsys.cupti_json import export_cupti_records
-
 from chakra.errors import TraceFormatError
 from chakra.io import read_trace
 from chakra.schema.attrs import attrs_dict, get_attr

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from chakra.converters import flexflow as ff
 
+from chakra.converters import flexflow as ff
 from chakra.errors import ChakraError, ConfigError, TraceFormatError
 from chakra.io import read_traces
 from chakra.schema import NodeType

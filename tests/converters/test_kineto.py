@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 
 import orjson
+
 from chakra.converters import kineto
 from chakra.converters.pytorch import sniff as sniff_et
 from chakra.converters.pytorch.comms import dtype_bytes, nccl_kernel_coll
-
 from chakra.io import read_trace
 from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr, get_int

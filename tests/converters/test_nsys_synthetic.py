@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from chakra.converters.nsys import convert_reports
 
+from chakra.converters.nsys import convert_reports
 from chakra.errors import TraceFormatError
 from chakra.io import read_trace, read_traces
 from chakra.schema import CollectiveType, NodeType

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from chakra.converters.pytorch import convert_files, sniff
 from chakra.converters.pytorch.comms import nccl_kernel_coll
-
 from chakra.graph import critical_path
 from chakra.io import read_trace, read_traces
 from chakra.schema import CollectiveType, NodeType
@@ -525,6 +525,7 @@ def test_typed_records_give_the_same_nodes_as_parsed_dicts(samples_dir):
     ("%f" floats such as "1.000000", written back as orjson spells them) and for edge cases: `null`,
     missing keys, whitespace, escapes, exponents, texts over 16 KB."""
     import msgspec
+
     from chakra.converters.pytorch import et as et_mod
 
     doc_raw = (samples_dir / "pytorch" / "mlp" / "et.0.json").read_bytes()

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chakra.converters import text as text_conv
 
+from chakra.converters import text as text_conv
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.graph import critical_path
 from chakra.io import read_traces

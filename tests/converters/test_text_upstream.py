@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from chakra.converters import text as text_conv
 
+from chakra.converters import text as text_conv
 from chakra.graph import critical_path
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr, get_int

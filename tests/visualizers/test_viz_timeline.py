@@ -15,14 +15,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from chakra.visualizers.chrome_trace import load_schema
-from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
 from chakra.errors import TraceFormatError
 from chakra.io import read_traces, write_rank_traces
 from chakra.schema import NodeType
 from chakra.simlog import iter_records, looks_like_log
 from chakra.trace import Trace, make_node
+from chakra.visualizers.chrome_trace import load_schema
+from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
 SCHEMA = load_schema()
 
