@@ -35,7 +35,6 @@ PathLike = Union[str, os.PathLike]
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)$")
-TRACE_SUFFIXES = (".et", ".et.gz", ".json", ".json.gz")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,14 +79,6 @@ def open_binary(path: PathLike) -> BinaryIO:
     if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
-
-
-def _varint_size(value: int) -> int:
-    size = 1
-    while value > 0x7F:
-        value >>= 7
-        size += 1
-    return size
 
 
 def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> Iterator[tuple[int, int, list[bytes]]]:
@@ -364,15 +355,6 @@ def read_trace(path: PathLike, rank: Optional[int] = None) -> Trace:
     if trace.rank is None:
         trace.rank = rank
     return trace
-
-
-def iter_nodes(path: PathLike) -> tuple[pb.GlobalMetadata, Iterator[pb.Node]]:
-    """(metadata, node iterator) without holding all nodes; JSON inputs are read whole."""
-    if is_json_file(path):
-        trace = read_trace(path)
-        return trace.metadata, iter(trace.nodes)
-    reader = TraceReader(path)
-    return reader.metadata, iter(reader)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
 SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
-DENSE_ATTRS = frozenset({"is_cpu_op", "num_ops", "tensor_size"})
 _SPARSE_TYPES = frozenset({0, 1, 2, 3, 5, 6, 7})  # everything but COMP keeps its attrs sparse
 _GET_SIM = attrgetter("id", "type", "duration_micros", "data_deps", "ctrl_deps")
 _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")
@@ -78,9 +77,6 @@ class NodeTable:
         if i < len(self.ids) and self.ids[i] == node_id:
             return i
         return -1
-
-    def children_rows(self, row: int) -> np.ndarray:
-        return self.child_idx[self.child_ptr[row] : self.child_ptr[row + 1]]
 
 
 class _Builder:

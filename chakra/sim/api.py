@@ -192,11 +192,6 @@ def load_table(source: Any, names: bool) -> Any:
     return table_from_et(source, names=names)[1]
 
 
-def load_tables(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool) -> list[tuple[int, Any]]:
-    """(rank, NodeTable) per rank, from Trace objects, a PREFIX or trace paths."""
-    return [(rank, load_table(src, names)) for rank, src in rank_sources(traces)]
-
-
 def _without_gc(fn: Callable) -> Callable:
     """Run with the cyclic garbage collector paused: the simulator allocates millions of small
     acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""

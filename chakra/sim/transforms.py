@@ -28,7 +28,7 @@ from typing import Any, Optional, Union
 from chakra.errors import InputError
 from chakra.graph import topo_order
 from chakra.schema import NodeType, pb
-from chakra.schema.attrs import get_attr, set_attrs
+from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import RESOURCES, resource_of
 from chakra.trace import Trace, make_node
 
@@ -65,10 +65,6 @@ class Pred:
 
 def _text(p: Any) -> str:
     return p.text if isinstance(p, Pred) else getattr(p, "__name__", "fn")
-
-
-def everything() -> Pred:
-    return Pred(lambda n: True, "all")
 
 
 def by_type(*types: int) -> Pred:
@@ -489,12 +485,3 @@ def span_us(node: pb.Node) -> int:
         return max(node.duration_micros, int(inc)) if inc is not None else node.duration_micros
     except (TypeError, ValueError):
         return node.duration_micros
-
-
-def set_node_attrs(node: pb.Node, values: Mapping[str, Any]) -> None:
-    """Overwrite attributes (conventional arms), replacing existing ones of the same name."""
-    names = set(values)
-    kept = [a for a in node.attr if a.name not in names]
-    del node.attr[:]
-    node.attr.extend(kept)
-    set_attrs(node, values)

@@ -37,7 +37,7 @@ from chakra.converters.pytorch.wire import (
     varint_table,
 )
 from chakra.graph import priority_topo_order
-from chakra.schema import CollectiveType, NodeType
+from chakra.schema import NodeType
 
 _dumps = orjson.dumps
 
@@ -353,11 +353,6 @@ class CycleError(Exception):
     def __init__(self, ids: list[int]) -> None:
         super().__init__(f"dependency cycle among nodes {ids}")
         self.ids = ids
-
-
-def coll_label(op: Op) -> str:
-    coll = op.comm.coll
-    return coll if isinstance(coll, str) else CollectiveType(coll).name
 
 
 __all__ = ["NodeEncoder", "io_field", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]
