@@ -200,12 +200,17 @@ def test_output_equal_to_an_input_is_refused(run_cli, tmp_path, cmd):
     assert _snapshot(tmp_path) == before
 
 
-def test_multi_rank_output_is_all_or_nothing(run_cli, tmp_path):
-    # Rank 2 of 4 cannot be written (a FIFO is in the way): no rank may appear.
-    os.mkfifo(tmp_path / "mlp.2.et")
-    result = run_cli("convert", "text", str(MLP_TEXT), "--npus", "4", "-o", str(tmp_path / "mlp"))
-    _assert_refused(result, "mlp.2.et")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.2.et"]
+@pytest.mark.parametrize("cmd", [c for c in COMMANDS if c.first is _rank0], ids=lambda c: c.name)
+def test_multi_rank_output_is_all_or_nothing(run_cli, tmp_path, cmd):
+    # Rank 1 cannot be written (a FIFO is in the way): rank 0, written before it, must not appear.
+    out = tmp_path / "multi"
+    argv = cmd.argv(tmp_path, str(out), run_cli)
+    os.mkfifo(f"{out}.1.et")
+    before = _snapshot(tmp_path)
+    result = run_cli(*argv)
+    _assert_refused(result, "multi.1.et")
+    assert _snapshot(tmp_path) == before
+    assert not Path(f"{out}.0.et").exists()
 
 
 def test_outputs_follow_the_umask(run_cli, tmp_path):
