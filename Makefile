@@ -22,11 +22,11 @@ system-deps:
 	  else echo "note: install graphviz and poppler-utils for PDF/SVG output (apt-get install graphviz poppler-utils)"; fi; }
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 test: setup lint
-	CHAKRA_SAMPLES=$(SAMPLES) $(VENV)/bin/pytest -q
+	CHAKRA_SAMPLES=$(SAMPLES) $(PY) -m pytest -q
 
 demo: setup
 	@bash tools/demo.sh "$(CHAKRA)" "$(SAMPLES)" "$(OUT)"
