@@ -1,9 +1,8 @@
-"""What kind of work a node is, for drawing and for timeline tracks.
+"""How each kind of node looks, and which timeline track it takes.
 
-Both visualizers need the same answer to "is this CPU compute, GPU compute, a collective, a
-point-to-point transfer, memory traffic or metadata?", and the same colours for it, so the graph
-legend and the timeline categories agree. The node type alone is not enough: a COMP_NODE runs on
-the CPU or the GPU depending on its `is_cpu_op` attribute (absent means GPU, as simulators read it).
+The kinds themselves (CPU/GPU compute, collective, send, receive, memory, metadata) are defined
+once in `chakra.schema.kinds`; here they get the colours, shapes and legend texts the graph and
+the timeline share, so the two agree.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from chakra.errors import ConfigError, InputError
-from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
+from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
 from chakra.sim.collectives import CollectiveModel
 from chakra.sim.config import (
     MemoryConfig,
@@ -154,7 +154,7 @@ def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
 
 def _file_digest(path: Path) -> bytes:
     h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as f:
+    with input_file_errors(path), open(path, "rb") as f:
         while True:
             block = f.read(1 << 22)
             if not block:

@@ -406,7 +406,7 @@ def load_samples(path: Union[str, Path]) -> dict[str, Samples]:
     """Samples from a TRACEBIGSIM file, a CSV, or a trace / PREFIX (detected by content)."""
     p = Path(path)
     if p.is_file():
-        with open(p, "rb") as fh:
+        with input_file_errors(p, "samples file"), open(p, "rb") as fh:
             head = fh.read(65536)
         if b"TRACEBIGSIM" in head:
             return samples_from_bigsim(p)
