@@ -137,6 +137,6 @@ def test_stats_counts_compute_without_is_cpu_op_as_device_work(run_cli, samples_
     text = samples_dir / "astrasim" / "text_workloads" / "MLP_ModelParallel.txt"
     assert run_cli("convert", "text", str(text), "--npus", "2", "-o", str(tmp_path / "mlp"), "-q").exit_code == 0
     res = run_cli("stats", str(tmp_path / "mlp"), "--json")
-    rank0 = json.loads(res.stdout)["ranks"]["0"]
+    rank0 = orjson.loads(res.stdout)["ranks"]["0"]
     assert rank0["cpu_compute_us"] == 0
     assert rank0["gpu_compute_us"] == rank0["compute_us"] == 195_206
