@@ -12,6 +12,7 @@ errors on gzip files count uncompressed bytes.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import re
@@ -524,10 +525,19 @@ def atomic_output(path: PathLike, mode: str = "wb") -> Iterator[IO]:
         else:
             check_output_path(path)
             _rename(tmp, path)
+    except OSError as exc:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if exc.errno in _WRITE_ERRNOS:  # only writing fails this way, never reading an input
+            raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        raise
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class TraceWriter:
