@@ -378,7 +378,11 @@ _inputs_read: ContextVar[Optional[set[tuple[int, int]]]] = ContextVar("chakra_in
 
 @contextmanager
 def track_inputs() -> Iterator[None]:
-    """Remember every input opened inside the block so outputs can never overwrite one of them."""
+    """Remember every input opened inside the block so outputs can never overwrite one of them
+    (a nested block shares the outer one's record)."""
+    if _inputs_read.get() is not None:
+        yield
+        return
     token = _inputs_read.set(set())
     try:
         yield
