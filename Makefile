@@ -5,7 +5,7 @@ CHAKRA := $(VENV)/bin/chakra
 SAMPLES ?= $(abspath tests/data/samples)
 OUT ?= out
 
-.PHONY: setup system-deps test lint demo bench proto clean
+.PHONY: setup system-deps test lint demo check bench proto clean
 
 setup: $(VENV)/.installed system-deps
 
@@ -22,14 +22,18 @@ system-deps:
 	  else echo "note: install graphviz and poppler-utils for PDF/SVG output (apt-get install graphviz poppler-utils)"; fi; }
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 test: setup lint
-	CHAKRA_SAMPLES=$(SAMPLES) $(VENV)/bin/pytest -q
+	CHAKRA_SAMPLES=$(SAMPLES) $(PY) -m pytest -q
 
 demo: setup
 	@bash tools/demo.sh "$(CHAKRA)" "$(SAMPLES)" "$(OUT)"
+
+# The committed HEAD, cloned alone into an empty temp folder, runs `make demo` (tools/bare_clone_check.sh).
+check:
+	@bash tools/bare_clone_check.sh
 
 bench: setup
 	$(PY) bench/io_bench.py

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from chakra.feeder import ETFeeder
-
 from chakra.io import encode_varint
 from chakra.schema import pb
 

@@ -18,7 +18,6 @@ All times here are integer ns unless a field says `_us`.
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,8 @@ from chakra.errors import InputError, TraceFormatError
 from chakra.graph import critical_path
 from chakra.schema import NodeType, collective_name, pb
 from chakra.schema.attrs import get_attr
-from chakra.sim.transforms import resource_of
+from chakra.schema.kinds import resource_of
+from chakra.simlog import iter_records, looks_like_log
 from chakra.trace import Trace
 
 Intervals = tuple[np.ndarray, np.ndarray]
@@ -142,35 +142,17 @@ class SimLog:
 
 
 def is_sim_log(path: Path) -> bool:
-    """A timeline log starts with `issue,` (cheap sniff)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-    except OSError:
-        return False
-    return head.startswith(b"issue,") or head.startswith(b"callback,")
+    """A simulator log: our CSV log or ASTRA-sim's output with workload trace lines (cheap sniff)."""
+    return looks_like_log(path)
 
 
 def read_sim_log(path: Union[str, Path]) -> SimLog:
-    """Parse `issue|callback,<npu>,<time_ns>,<node_id>,<name>` lines into node intervals."""
+    """Node intervals from a simulator log, in either spelling `chakra.simlog` reads."""
     path = Path(path)
     log = SimLog(path)
     open_: dict[tuple[int, int], tuple[str, int]] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    for lineno, row in enumerate(csv.reader(text.splitlines()), 1):
-        if not row:
-            continue
-        if len(row) < 4 or row[0] not in ("issue", "callback"):
-            raise TraceFormatError(path, f"not a timeline log line: {','.join(row)[:80]!r}", line=lineno)
-        try:
-            rank, t, nid = int(row[1]), int(row[2]), int(row[3])
-        except ValueError:
-            raise TraceFormatError(path, "npu, time and node id must be integers", line=lineno) from None
-        name = row[4] if len(row) > 4 else ""
-        if row[0] == "issue":
+    for event, rank, t, nid, name, _ntype, lineno in iter_records(path):
+        if event == "issue":
             open_[(rank, nid)] = (name, t)
         else:
             got = open_.pop((rank, nid), None)
@@ -406,21 +388,14 @@ def analyze_log(log: SimLog) -> dict[str, Any]:
 
 def asap_times(trace: Trace) -> dict[int, tuple[int, int]]:
     """Earliest start of every node with unlimited resources (ns): the dependency-only schedule."""
-    from chakra.graph import dependency_lists, topo_order
+    from chakra.graph import asap_starts
 
     nodes = trace.nodes
     try:
-        order = topo_order(nodes)
+        starts = asap_starts(nodes)
     except ValueError as exc:
         raise InputError(f"{trace.path or 'trace'}: {exc}") from None
-    _, parents = dependency_lists(nodes)
-    end = [0] * len(nodes)
-    out = {}
-    for i in order:
-        s = max((end[p] for p in parents[i]), default=0)
-        end[i] = s + nodes[i].duration_micros * 1000
-        out[nodes[i].id] = (s, end[i])
-    return out
+    return {n.id: (s * 1000, (s + n.duration_micros) * 1000) for n, s in zip(nodes, starts)}
 
 
 SCHEDULES = ("auto", "simulate", "recorded", "asap")

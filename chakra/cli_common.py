@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -45,9 +45,15 @@ SchedulerOption = typer.Option(
 
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn user errors into one line + exit 1; keep tracebacks for --debug."""
+    """Turn user errors into one line + exit 1; keep tracebacks for --debug.
+
+    Inputs opened inside are tracked, so no output of the command can replace one of them.
+    """
+    from chakra.io import track_inputs
+
     try:
-        yield
+        with track_inputs():
+            yield
     except ChakraError as exc:
         if state.debug:
             raise
@@ -111,14 +117,3 @@ def load_traces(args: list[str], quiet: bool = False) -> list:
     with make_progress(quiet) as progress:
         task = progress.add_task("reading traces", total=None)
         return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))
-
-
-def fmt_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

@@ -45,3 +45,13 @@ class InputError(ChakraError):
 
 class ConfigError(ChakraError):
     """A simulator or converter configuration file is malformed or inconsistent."""
+
+
+class OutputError(ChakraError):
+    """An output cannot be written where asked: missing directory, symlink, device, or an input."""
+
+
+def excerpt(value: object, limit: int = 60) -> str:
+    """A value as it may appear in a one-line error: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

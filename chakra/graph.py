@@ -6,6 +6,7 @@ A dependency on an id absent from the node list is ignored here; `chakra.validat
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
@@ -69,6 +70,49 @@ def _kahn(parents: list[list[int]]) -> tuple[list[int], list[int]]:
     if len(order) == n:
         return order, []
     return order, [i for i in range(n) if indeg[i] > 0]
+
+
+def asap_starts(nodes: Sequence[pb.Node]) -> list[int]:
+    """Start time (µs, by position) of every node if each ran as soon as its dependencies
+    finished, with unlimited resources: the dependency-only schedule.
+
+    Raises ValueError on a dependency cycle, like `topo_order`.
+    """
+    order = topo_order(nodes)
+    _, parents = dependency_lists(nodes)
+    end = [0] * len(nodes)
+    start = [0] * len(nodes)
+    for i in order:
+        s = max((end[p] for p in parents[i]), default=0)
+        start[i] = s
+        end[i] = s + nodes[i].duration_micros
+    return start
+
+
+def priority_topo_order(parents: Sequence[Sequence[int]], keys: Sequence) -> tuple[list[int], list[int]]:
+    """Kahn's sort where, among ready items, the smallest `keys[i]` (then index) goes first.
+
+    `parents[i]` lists the indices item i depends on. Returns (order, stuck): `stuck` holds the
+    indices left on or behind a cycle (empty for a DAG), so callers word their own error.
+    """
+    n = len(parents)
+    indeg = [0] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(parents):
+        for p in ps:
+            children[p].append(i)
+            indeg[i] += 1
+    ready = [(keys[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                heapq.heappush(ready, (keys[c], c))
+    return order, ([] if len(order) == n else [i for i in range(n) if indeg[i] > 0])
 
 
 def find_cycle(nodes: Sequence[pb.Node]) -> Optional[list[int]]:

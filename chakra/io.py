@@ -1,6 +1,6 @@
 """Reading and writing Chakra `.et` streams, rank file naming, and format dispatch.
 
-File format (official-chakra.md §1.2): a stream of messages, each a base-128 varint byte length
+File format (docs/chakra-format.md §1.2): a stream of messages, each a base-128 varint byte length
 then the serialized message; the first is a GlobalMetadata, every later one a Node; EOF ends it.
 Unlike the official reader, a zero-length message is a valid empty message (a Node with every
 field at its default serializes to nothing), and a truncated or corrupt stream is an error naming
@@ -12,19 +12,22 @@ errors on gzip files count uncompressed bytes.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from itertools import chain, islice
 from pathlib import Path
 from typing import IO, BinaryIO, Optional, Union
 
 from google.protobuf.message import DecodeError
 
-from chakra.errors import InputError, TraceFormatError
+from chakra.errors import InputError, OutputError, TraceFormatError
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -33,7 +36,6 @@ PathLike = Union[str, os.PathLike]
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)$")
-TRACE_SUFFIXES = (".et", ".et.gz", ".json", ".json.gz")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,16 +52,23 @@ def encode_varint(value: int) -> bytes:
 
 
 @contextmanager
-def input_file_errors(path: PathLike) -> Iterator[None]:
-    """Turn the usual reasons an input cannot be opened into one-line InputErrors naming it."""
+def input_file_errors(path: PathLike, what: str = "trace file") -> Iterator[None]:
+    """Open inputs inside this: the usual reasons a file cannot be read become one-line
+    InputErrors naming it, and the file is recorded as an input of the running command (so no
+    output of that command may replace it)."""
+    note_input(path)
     try:
         yield
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a trace file") from None
+        raise InputError(f"{path}: is a directory, expected a {what}") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        if exc.filename is None or os.fspath(exc.filename) != os.fspath(path):
+            raise
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 def open_binary(path: PathLike) -> BinaryIO:
@@ -71,14 +80,6 @@ def open_binary(path: PathLike) -> BinaryIO:
     if head == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
-
-
-def _varint_size(value: int) -> int:
-    size = 1
-    while value > 0x7F:
-        value >>= 7
-        size += 1
-    return size
 
 
 def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> Iterator[tuple[int, int, list[bytes]]]:
@@ -357,33 +358,190 @@ def read_trace(path: PathLike, rank: Optional[int] = None) -> Trace:
     return trace
 
 
-def iter_nodes(path: PathLike) -> tuple[pb.GlobalMetadata, Iterator[pb.Node]]:
-    """(metadata, node iterator) without holding all nodes; JSON inputs are read whole."""
-    if is_json_file(path):
-        trace = read_trace(path)
-        return trace.metadata, iter(trace.nodes)
-    reader = TraceReader(path)
-    return reader.metadata, iter(reader)
-
-
 # ---------------------------------------------------------------------------------------------
 # Writing
 
 
+def _file_key(path: PathLike) -> Optional[tuple[int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+# Regular files opened for reading by the running command, by (device, inode), so that an output
+# naming one of them (under any spelling) is refused instead of destroying the input. `None` when
+# no command is tracking (library use): then only the path checks below apply.
+_inputs_read: ContextVar[Optional[set[tuple[int, int]]]] = ContextVar("chakra_inputs_read", default=None)
+
+
+@contextmanager
+def track_inputs() -> Iterator[None]:
+    """Remember every input opened inside the block so outputs can never overwrite one of them
+    (a nested block shares the outer one's record)."""
+    if _inputs_read.get() is not None:
+        yield
+        return
+    token = _inputs_read.set(set())
+    try:
+        yield
+    finally:
+        _inputs_read.reset(token)
+
+
+def note_input(path: PathLike) -> None:
+    """Record that `path` is an input of the running command (done by `input_file_errors`)."""
+    seen = _inputs_read.get()
+    if seen is not None:
+        key = _file_key(path)
+        if key is not None:
+            seen.add(key)
+
+
+def check_output_path(path: PathLike) -> Path:
+    """Refuse outputs that an atomic rename would mishandle, with one line naming the path.
+
+    A rename replaces the directory entry: it would turn a symlink into a plain file instead of
+    writing through it, and (as root) swap a FIFO or a device such as /dev/null for a regular
+    file. Outputs must also never replace an input of the same command.
+    """
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write here: {exc.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(f"{path}: is a symbolic link; give the path it points to, or remove it first")
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{path}: is a directory; give a file name")
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(f"{path}: is not a regular file (a FIFO, socket or device); refusing to replace it")
+        seen = _inputs_read.get()
+        if seen and (st.st_dev, st.st_ino) in seen:
+            raise OutputError(f"{path}: is also an input of this command; choose another output")
+    parent = path.parent
+    if not parent.exists():
+        raise OutputError(f"{path}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise OutputError(f"{path}: {parent} is not a directory")
+    return path
+
+
+def _output_mode(path: Path) -> int:
+    """The mode a plain `open(path, "w")` would give: an existing file keeps its mode, a new one
+    gets 0666 less the umask (mkstemp's 0600 would make every output private)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+class _OutputSet:
+    """Finished temporary files waiting for their renames (see `output_set`)."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, Path]] = []
+        self.targets: set[Path] = set()
+
+    def commit(self) -> None:
+        publish_outputs(self.pending)
+        self.pending.clear()
+
+    def discard(self) -> None:
+        for tmp, _ in self.pending:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp)
+        self.pending.clear()
+
+
+_open_set: ContextVar[Optional[_OutputSet]] = ContextVar("chakra_output_set", default=None)
+
+
+@contextmanager
+def output_set() -> Iterator[None]:
+    """All or nothing for several outputs (one file per rank): every `atomic_output` inside the
+    block writes its temporary file, and the renames happen only when the whole block succeeded.
+    On an error no output is created or replaced. Nested sets join the outermost one."""
+    if _open_set.get() is not None:
+        yield
+        return
+    outputs = _OutputSet()
+    token = _open_set.set(outputs)
+    try:
+        yield
+    except BaseException:
+        outputs.discard()
+        raise
+    finally:
+        _open_set.reset(token)
+    try:
+        outputs.commit()
+    except BaseException:
+        outputs.discard()
+        raise
+
+
+def publish_outputs(pending: Sequence[tuple[str, Path]]) -> None:
+    """Rename finished temporary files onto their outputs, after checking every output first
+    (for writers, such as process pools, that make their temporary files themselves)."""
+    for _, path in pending:
+        check_output_path(path)
+    for tmp, path in pending:
+        _rename(tmp, Path(path))
+
+
+def _rename(tmp: str, path: Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+
+
 @contextmanager
 def atomic_output(path: PathLike, mode: str = "wb") -> Iterator[IO]:
-    """Write to a temporary file next to `path` and rename it into place only on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write to a temporary file next to `path` and rename it into place only on success.
+
+    The path is checked first (`check_output_path`), and once more just before the rename, since
+    an input may be opened after the output. Inside an `output_set` the rename waits for the set.
+    """
+    path = check_output_path(path)
+    outputs = _open_set.get()
+    if outputs is not None:
+        if path in outputs.targets:
+            raise OutputError(f"{path}: written twice by one command (two ranks map to the same file)")
+        outputs.targets.add(path)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write in {path.parent}: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, _output_mode(path))
         with os.fdopen(fd, mode) as f:
             yield f
-        os.replace(tmp, path)
+        if outputs is not None:
+            outputs.pending.append((tmp, path))
+        else:
+            check_output_path(path)
+            _rename(tmp, path)
+    except OSError as exc:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if exc.errno in _WRITE_ERRNOS:  # only writing fails this way, never reading an input
+            raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        raise
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class TraceWriter:
@@ -515,9 +673,10 @@ def rank_from_path(path: PathLike) -> Optional[int]:
 def write_rank_traces(prefix: PathLike, traces: Iterable[Trace], suffix: str = ".et") -> list[Path]:
     """Write each trace to PREFIX.<rank>.et; every trace must carry its rank."""
     written = []
-    for i, trace in enumerate(traces):
-        rank = trace.rank if trace.rank is not None else i
-        written.append(write_trace(rank_path(prefix, rank, suffix), trace))
+    with output_set():
+        for i, trace in enumerate(traces):
+            rank = trace.rank if trace.rank is not None else i
+            written.append(write_trace(rank_path(prefix, rank, suffix), trace))
     return written
 
 

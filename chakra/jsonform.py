@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import orjson
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 from chakra.io import PathLike, atomic_output, open_binary
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import ALL_ARMS
@@ -155,19 +155,19 @@ def _float_in(v: Any) -> float:
         try:
             return _NONFINITE[v]
         except KeyError:
-            raise _Shape(f"bad float {v!r}") from None
+            raise _Shape(f"bad float {excerpt(v)}") from None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Shape(f"bad float {v!r}")
+        raise _Shape(f"bad float {excerpt(v)}")
     return float(v)
 
 
 def fill_attr_from_dict(attr: pb.AttributeProto, d: dict[str, Any]) -> None:
     arms = [k for k in d if k not in ("name", "doc_string", "_unknown")]
     if len(arms) > 1:
-        raise _Shape(f"attribute {d.get('name')!r} sets several value arms: {arms}")
+        raise _Shape(f"attribute {excerpt(d.get('name'))} sets several value arms: {arms}")
     for key in arms:
         if key not in _ARMS:
-            raise _Shape(f"unknown attribute field {key!r}")
+            raise _Shape(f"unknown attribute field {excerpt(key)}")
     attr.name = d["name"]
     if "doc_string" in d:
         attr.doc_string = d["doc_string"]
@@ -308,7 +308,9 @@ def document_to_trace(doc: Any, path: PathLike) -> Trace:
     if isinstance(doc, dict) and "workload_graph" in doc:
         return official_to_trace(doc, path)
     if isinstance(doc, dict) and "format" in doc:
-        raise TraceFormatError(path, f"unsupported JSON trace format {doc['format']!r} (expected {FORMAT!r})")
+        raise TraceFormatError(
+            path, f"unsupported JSON trace format {excerpt(doc['format'])} (expected {excerpt(FORMAT)})"
+        )
     raise TraceFormatError(
         path,
         f'not a Chakra JSON trace: expected an object with "format": "{FORMAT}" '

@@ -9,6 +9,7 @@ from typing import Any
 from chakra.graph import critical_path
 from chakra.schema import NodeType, collective_name, node_type_name
 from chakra.schema.attrs import attr_value
+from chakra.schema.kinds import is_cpu_op
 from chakra.trace import Trace
 
 
@@ -25,15 +26,11 @@ def rank_stats(trace: Trace) -> dict[str, Any]:
         by_type[t] += 1
         if t == NodeType.COMP_NODE:
             compute_us += n.duration_micros
-            is_cpu = None
-            for a in n.attr:
-                if a.name == "is_cpu_op":
-                    is_cpu = attr_value(a)
-                    break
-            if is_cpu is False:
-                gpu_us += n.duration_micros
-            else:
+            # Absent is_cpu_op means device work, as simulators read it (chakra.schema.kinds).
+            if is_cpu_op(n):
                 cpu_us += n.duration_micros
+            else:
+                gpu_us += n.duration_micros
         elif t in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
             comm_us += n.duration_micros
             ctype = size = None

@@ -15,28 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from chakra.commgroups import metadata_groups, parse_pg_list
+from chakra.errors import excerpt
 from chakra.graph import find_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
-from chakra.schema.attrs import CONVENTIONS, attr_value
+from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
 from chakra.trace import Trace
 
 ERROR = "error"
 WARNING = "warning"
 
-#: Attributes the official ETFeeder reads from exactly one arm: another arm silently reads as 0.
-FEEDER_READ = frozenset(
-    {
-        "is_cpu_op",
-        "num_ops",
-        "tensor_size",
-        "comm_type",
-        "comm_size",
-        "comm_src",
-        "comm_dst",
-        "comm_tag",
-        "comm_priority",
-    }
-)
 #: Collectives whose per-rank size legitimately differs (uneven all-to-all, root-only buffers).
 SIZE_MAY_DIFFER = frozenset(
     {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}
@@ -112,10 +99,7 @@ def _attr_map(node: pb.Node) -> dict[str, pb.AttributeProto]:
 def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
     if attr is None:
         return None
-    v = attr_value(attr)
-    if isinstance(v, (bool, int, float)):
-        return int(v)
-    return None
+    return as_int(attr_value(attr))
 
 
 def check_rank(trace: Trace, report: Report) -> None:
@@ -141,7 +125,7 @@ def check_rank(trace: Trace, report: Report) -> None:
                 elif d not in seen:
                     report.add(ERROR, "dangling-dependency", f"node {nid} {kind} names missing node {d}", rank, nid)
         if n.type not in valid_types:
-            report.add(ERROR, "bad-node-type", f"node {nid} ({n.name!r}) has node type {n.type}", rank, nid)
+            report.add(ERROR, "bad-node-type", f"node {nid} ({excerpt(n.name)}) has node type {n.type}", rank, nid)
             continue
         if not n.attr:
             if n.type in COMM_NODE_TYPES:

@@ -33,7 +33,6 @@ from types import ModuleType
 from typing import Any, BinaryIO, Optional
 
 from chakra.converters.result import ConversionResult
-
 from chakra.errors import InputError
 
 #: FORMAT word -> plugin module, in the order `chakra convert --help` lists them.

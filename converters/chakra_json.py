@@ -28,12 +28,20 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
 
     The rank is the document's own, else the number in the file name, else the input's position.
     """
+    from chakra.io import output_set
+
+    written: list[Path] = []
+    nodes: list[int] = []
+    with output_set():  # every file or none
+        _write_each(sources, output, written, nodes)
+    return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
+
+
+def _write_each(sources: Sequence[Path], output: Callable[[Path, int], Path], written: list[Path], nodes: list[int]):
     from chakra.errors import InputError
     from chakra.io import is_json_file, rank_from_path, write_trace
     from chakra.jsonform import read_json_trace
 
-    written: list[Path] = []
-    nodes: list[int] = []
     for i, src in enumerate(Path(p) for p in sources):
         if not src.is_file():
             raise InputError(f"{src}: no such file")
@@ -52,7 +60,6 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
             raise InputError(f"{src}: input and output are the same file")
         written.append(write_trace(dst, trace))
         nodes.append(len(trace.nodes))
-    return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
 
 
 def report(result: ConversionResult, quiet: bool) -> None:

@@ -41,10 +41,9 @@ from typing import Optional, Union
 import numpy as np
 
 from chakra.errors import ChakraError, InputError
+from chakra.feeder.table import NodeTable, gunzip_to_temp, is_gzip, table_from_et, table_from_nodes
 from chakra.schema import pb
 from chakra.trace import Trace
-
-from .table import NodeTable, gunzip_to_temp, is_gzip, table_from_et, table_from_nodes
 
 PENDING, READY, ISSUED, DONE = 0, 1, 2, 3
 

@@ -29,26 +29,11 @@ from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
 from chakra.schema import pb
+from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
-SPARSE_ATTRS = frozenset(
-    {
-        "comm_type",
-        "comm_size",
-        "comm_src",
-        "comm_dst",
-        "comm_tag",
-        "comm_priority",
-        "pg_name",
-        "involved_dim",
-        "tensor_loc",
-        "tensor_size",
-        "num_ops",
-        "is_cpu_op",
-    }
-)
-DENSE_ATTRS = frozenset({"is_cpu_op", "num_ops", "tensor_size"})
+SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
 _SPARSE_TYPES = frozenset({0, 1, 2, 3, 5, 6, 7})  # everything but COMP keeps its attrs sparse
 _GET_SIM = attrgetter("id", "type", "duration_micros", "data_deps", "ctrl_deps")
 _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")
@@ -92,9 +77,6 @@ class NodeTable:
         if i < len(self.ids) and self.ids[i] == node_id:
             return i
         return -1
-
-    def children_rows(self, row: int) -> np.ndarray:
-        return self.child_idx[self.child_ptr[row] : self.child_ptr[row + 1]]
 
 
 class _Builder:
@@ -208,8 +190,8 @@ class _Builder:
                 continue
             v = found.get("is_cpu_op")
             is_cpu[j] = 1 if v and not isinstance(v, (list, str, bytes)) else 0
-            num_ops[j] = _as_int(found.get("num_ops"))
-            tsize[j] = _as_int(found.get("tensor_size"))
+            num_ops[j] = as_int(found.get("num_ops"), 0)
+            tsize[j] = as_int(found.get("tensor_size"), 0)
             if ntype in _SPARSE_TYPES:
                 sparse[pos + j] = found
         self.is_cpu.extend(is_cpu)
@@ -313,12 +295,6 @@ class _Builder:
             names=names,
             metadata_inputs=self.metadata_inputs,
         )
-
-
-def _as_int(value: Any) -> int:
-    if value is None or isinstance(value, (list, str, bytes)):
-        return 0
-    return int(value)
 
 
 def table_from_nodes(

@@ -415,7 +415,6 @@ def predict_round(round_dir: str, cores: int) -> dict:
       to the measured plain step (wall and CPU time).
     """
     from chakra.converters import pytorch as ptconv
-
     from chakra.io import read_traces
     from chakra.sim import simulate
     from chakra.sim.interpolate import rewrite

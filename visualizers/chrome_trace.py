@@ -18,9 +18,9 @@ from importlib import resources
 from typing import IO, Any, Optional
 
 import orjson
-from chakra.visualizers.kinds import RESOURCE_TID
 
 from chakra.errors import ChakraError
+from chakra.visualizers.kinds import RESOURCE_TID
 
 _BATCH = 20000
 SCHEMA_FILE = "trace_event_schema.json"

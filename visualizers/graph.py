@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from chakra.errors import ChakraError, InputError
+from chakra.io import atomic_output
+from chakra.trace import Trace
 from chakra.visualizers.graph_formats import COLLAPSE_TEXT, write_dot, write_graphml
 from chakra.visualizers.grouping import has_call_tree
 from chakra.visualizers.select import (
@@ -34,10 +37,6 @@ from chakra.visualizers.select import (
     rank_of,
     selections,
 )
-
-from chakra.errors import ChakraError, InputError
-from chakra.io import atomic_output
-from chakra.trace import Trace
 
 FORMATS = ("pdf", "svg", "png", "dot", "graphml")
 RENDERED = frozenset({"pdf", "svg", "png"})

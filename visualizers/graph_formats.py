@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import IO, Callable
 
-from chakra.visualizers.kinds import COMM_KINDS, CPU, GPU, INVALID, KINDS, META, STYLES
+from chakra.schema.kinds import COMM_KINDS, CPU, GPU, INVALID, KINDS, META
+from chakra.visualizers.kinds import STYLES
 from chakra.visualizers.select import Box, View
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

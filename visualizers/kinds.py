@@ -1,28 +1,34 @@
-"""What kind of work a node is, for drawing and for timeline tracks.
+"""How each kind of node looks, and which timeline track it takes.
 
-Both visualizers need the same answer to "is this CPU compute, GPU compute, a collective, a
-point-to-point transfer, memory traffic or metadata?", and the same colours for it, so the graph
-legend and the timeline categories agree. The node type alone is not enough: a COMP_NODE runs on
-the CPU or the GPU depending on its `is_cpu_op` attribute (absent means GPU, as simulators read it).
+The kinds themselves (CPU/GPU compute, collective, send, receive, memory, metadata) are defined
+once in `chakra.schema.kinds`; here they get the colours, shapes and legend texts the graph and
+the timeline share, so the two agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from chakra.schema import NodeType, collective_name, pb
-from chakra.schema.attrs import attr_value
+from chakra.schema.attrs import SIMULATOR_ATTRS, attr_value
 
-# Kind names, in legend order.
-CPU, GPU, COLL, SEND, RECV, MEM, META, INVALID = "cpu", "gpu", "coll", "send", "recv", "mem", "meta", "invalid"
-KINDS = (CPU, GPU, COLL, SEND, RECV, MEM, META, INVALID)
-COMM_KINDS = frozenset({COLL, SEND, RECV})
+# The kinds themselves live in the core (chakra.schema.kinds); here is how they look.
+from chakra.schema.kinds import (
+    COLL,
+    CPU,
+    GPU,
+    INVALID,
+    MEM,
+    META,
+    RECV,
+    SEND,
+)
 
 #: Timeline resources and their base thread ids (the Chakra paper's memory / compute / comm split).
 MEMORY, COMPUTE, COMMUNICATION = "memory", "compute", "communication"
 RESOURCE_TID = {MEMORY: 1, COMPUTE: 2, COMMUNICATION: 3}
-KIND_RESOURCE = {
+KIND_TRACK = {
     CPU: COMPUTE,
     GPU: COMPUTE,
     META: COMPUTE,
@@ -57,19 +63,8 @@ STYLES: dict[str, Style] = {
 #: Which kind wins the colour of a collapsed box holding several kinds (most telling first).
 KIND_PRIORITY = (COLL, SEND, RECV, MEM, GPU, CPU, META, INVALID)
 
-_TYPE_KIND = {
-    NodeType.METADATA_NODE: META,
-    NodeType.MEM_LOAD_NODE: MEM,
-    NodeType.MEM_STORE_NODE: MEM,
-    NodeType.COMM_SEND_NODE: SEND,
-    NodeType.COMM_RECV_NODE: RECV,
-    NodeType.COMM_COLL_NODE: COLL,
-}
-
 # Attributes the visualizers show; read in one pass over a node's attrs.
-_WANTED = frozenset(
-    {"is_cpu_op", "comm_type", "comm_size", "tensor_size", "comm_src", "comm_dst", "comm_tag", "pg_name", "num_ops"}
-)
+_WANTED = frozenset(SIMULATOR_ATTRS) - {"comm_priority", "involved_dim"}
 
 
 def node_facts(node: pb.Node) -> dict[str, Any]:
@@ -81,16 +76,9 @@ def node_facts(node: pb.Node) -> dict[str, Any]:
     return out
 
 
-def kind_of(node_type: int, is_cpu_op: Optional[bool]) -> str:
-    """The kind of a node from its type number and `is_cpu_op` (None when absent)."""
-    if node_type == NodeType.COMP_NODE:
-        return CPU if is_cpu_op else GPU
-    return _TYPE_KIND.get(node_type, INVALID)
-
-
 def describe_comm(node_type: int, facts: dict[str, Any]) -> str:
     """A short comm description ("ALL_REDUCE 1.0 MiB", "send to 3, 64 KiB"), or "" for non-comm nodes."""
-    from chakra.cli_common import fmt_bytes
+    from chakra.units import fmt_bytes
 
     parts = []
     if node_type == NodeType.COMM_COLL_NODE:

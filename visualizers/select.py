@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from chakra.visualizers.grouping import Plan, group_runs, is_wrapper, plan_groups
-from chakra.visualizers.kinds import COMM_KINDS, KIND_PRIORITY, describe_comm, kind_of, node_facts
-
 from chakra.schema import NodeType, pb
-from chakra.schema.attrs import attr_value
+from chakra.schema.kinds import COMM_KINDS, kind_of, node_kind
 from chakra.trace import Trace
+from chakra.visualizers.grouping import Plan, group_runs, is_wrapper, plan_groups
+from chakra.visualizers.kinds import KIND_PRIORITY, describe_comm, node_facts
 
 COLLAPSE_MODES = ("auto", "none", "op", "annotation", "prefix", "name", "adaptive")
 EDGE_MODES = ("all", "data", "ctrl")
@@ -194,7 +193,7 @@ def select_nodes(trace: Trace, filters: Filters) -> list[int]:
             continue
         if pattern is not None and not pattern.search(n.name):
             continue
-        if kinds is not None and kind_of(n.type, _is_cpu(n)) not in kinds:
+        if kinds is not None and node_kind(n) not in kinds:
             continue
         out.append(i)
     return out
@@ -234,13 +233,6 @@ def _single_box(rank: int, n: pb.Node) -> Box:
     )
 
 
-def _is_cpu(n: pb.Node) -> Optional[bool]:
-    for attr in n.attr:
-        if attr.name == "is_cpu_op":
-            return bool(attr_value(attr))
-    return None
-
-
 def _boxes(rank: int, trace: Trace, kept: list[int], plan: Plan) -> tuple[list[Box], dict[int, str]]:
     """One box per run of equal keys; returns boxes and node id -> box key.
 
@@ -275,7 +267,7 @@ def _boxes(rank: int, trace: Trace, kept: list[int], plan: Plan) -> tuple[list[B
                     box.comm.extend(c for c in other.comm if c not in box.comm)
                     box.cpu_side_comm = box.cpu_side_comm or other.cpu_side_comm
                 else:
-                    kinds[kind_of(n.type, _is_cpu(n))] += 1
+                    kinds[node_kind(n)] += 1
             box.count = len(run)
             box.first_id, box.last_id, box.duration_us = lo, hi, dur
             # Colour of the most common kind; ties go to the more telling kind (comm over compute).

@@ -25,25 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
-from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
-from chakra.visualizers.kinds import (
-    COLL,
-    COMPUTE,
-    GPU,
-    KIND_RESOURCE,
-    MEM,
-    RECV,
-    RESOURCE_TID,
-    SEND,
-    kind_of,
-    node_facts,
-)
-from chakra.visualizers.simlog import iter_records
-
 from chakra.errors import InputError, TraceFormatError
+from chakra.graph import asap_starts
 from chakra.io import atomic_output
 from chakra.schema import collective_name, node_type_name, pb
+from chakra.schema.kinds import COLL, GPU, MEM, RECV, SEND, kind_of
+from chakra.simlog import iter_records
 from chakra.trace import Trace
+from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
+from chakra.visualizers.kinds import COMPUTE, KIND_TRACK, RESOURCE_TID, node_facts
 
 PathLike = Union[str, Path]
 
@@ -85,7 +75,7 @@ def _classify_name(name: str) -> str:
 
 
 def _resource(kind: str) -> str:
-    return KIND_RESOURCE.get(kind, "compute")
+    return KIND_TRACK.get(kind, "compute")
 
 
 @dataclass
@@ -173,6 +163,12 @@ class _Sink:
             self._tmp.close()
 
 
+#: An issued, not yet called back op of `timeline_from_log`: (issue time ns, lane list, lane,
+#: tid, kind, args, issue line, name). A plain tuple because one is made per log record; the
+#: fields read outside the record loop go through these indices.
+_OP_LINE = 6
+
+
 def timeline_from_log(
     log: PathLike,
     output: Optional[PathLike] = None,
@@ -202,7 +198,7 @@ def timeline_from_log(
     name_only = 0
     completed = 0
     seen_npus: set[int] = set()
-    resource_of = KIND_RESOURCE
+    resource_of = KIND_TRACK
     name_cache = _NAME_KIND_CACHE
     with _Sink(output) as out:
         w = ChromeTraceWriter(out)
@@ -212,7 +208,7 @@ def timeline_from_log(
             key = (npu, nid)
             if event == "issue":
                 if key in open_ops:
-                    prev = open_ops[key][6]
+                    prev = open_ops[key][_OP_LINE]
                     msg = f"node {nid} issued again on NPU {npu} while still running (issued at line {prev})"
                     raise TraceFormatError(log, msg, line=rec_line)
                 if info is not None:
@@ -301,7 +297,8 @@ def timeline_from_log(
         if open_ops:
             (npu, nid), op = next(iter(open_ops.items()))
             warnings.append(
-                f"{len(open_ops)} node(s) issued but never called back, e.g. node {nid} on NPU {npu} (line {op[5]})"
+                f"{len(open_ops)} node(s) issued but never called back, e.g. node {nid} on NPU {npu} "
+                f"(line {op[_OP_LINE]})"
             )
         if name_only:
             warnings.append(
@@ -309,24 +306,6 @@ def timeline_from_log(
             )
         span = (t_max - (t_min or 0)) / 1000 if w.complete_events else 0.0
         return _close(w, output, str(log), "simulator ns / 1000", span, warnings)
-
-
-def _asap_starts(nodes: Sequence[pb.Node]) -> list[float]:
-    """Start times (µs) if every node ran as soon as its dependencies finished (unbounded resources)."""
-    from chakra.graph import dependency_lists, topo_order
-
-    try:
-        order = topo_order(nodes)
-    except ValueError as exc:
-        raise InputError(f"cannot lay out the trace by dependencies: {exc}") from None
-    _, parents = dependency_lists(nodes)
-    end = [0.0] * len(nodes)
-    start = [0.0] * len(nodes)
-    for i in order:
-        s = max((end[p] for p in parents[i]), default=0.0)
-        start[i] = s
-        end[i] = s + nodes[i].duration_micros
-    return start
 
 
 def timeline_from_traces(
@@ -354,7 +333,10 @@ def timeline_from_traces(
             if not nodes:
                 continue
             if len(nodes) > 1 and not any(n.start_time_micros for n in nodes):
-                starts = _asap_starts(nodes)
+                try:
+                    starts = asap_starts(nodes)
+                except ValueError as exc:
+                    raise InputError(f"cannot lay out the trace by dependencies: {exc}") from None
                 if any(n.duration_micros for n in nodes):
                     warnings.append(
                         f"rank {rank}: no start times recorded; laid out by dependencies and durations "

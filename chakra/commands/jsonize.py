@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
-from chakra.io import expand_trace_args, rank_path, read_trace, write_trace
+from chakra.io import expand_trace_args, output_set, rank_path, read_trace, write_trace
 
 
 def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tuple[Path, Path, Optional[int]]]:
@@ -47,7 +47,7 @@ def jsonize(
 
     Example: [bold]chakra jsonize run.0.et -o run.0.json[/]; add .gz to compress.
     """
-    with handle_errors():
+    with handle_errors(), output_set():
         for src, dst, rank in _targets(inputs, output, ".json"):
             trace = read_trace(src, rank=rank)
             write_trace(dst, trace)

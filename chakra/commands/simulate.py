@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, excerpt
 
 
 def simulate_cmd(
@@ -144,7 +144,7 @@ def _parse_slots(text: Optional[str]) -> Optional[dict[str, int]]:
     for part in text.split(","):
         key, sep, value = part.partition("=")
         if not sep or not value.strip().isdigit():
-            raise ConfigError(f"--slots: expected class=count pairs like cpu=1,gpu=1,comm=2, got {part!r}")
+            raise ConfigError(f"--slots: expected class=count pairs like cpu=1,gpu=1,comm=2, got {excerpt(part)}")
         out[key.strip()] = int(value)
     return out
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, fmt_bytes, handle_errors, load_traces, print_json
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
 from chakra.stats import rank_stats, trace_stats
+from chakra.units import fmt_bytes
 
 
 def stats(

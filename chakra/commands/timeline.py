@@ -45,7 +45,7 @@ def timeline_cmd(
     with handle_errors():
         from chakra.errors import InputError
         from chakra.io import read_traces
-        from chakra.visualizers.simlog import looks_like_log
+        from chakra.simlog import looks_like_log
         from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
         first = Path(inputs[0])

@@ -77,11 +77,15 @@ def visualize_cmd(
         chosen = [f for f, on in (("pdf", pdf), ("svg", svg), ("png", png), ("dot", dot), ("graphml", graphml)) if on]
         if len(chosen) > 1:
             raise typer.BadParameter(f"give one output format, not {' and '.join('--' + c for c in chosen)}")
+        # -o is used exactly as given: the format comes from the flag, else the suffix, else PDF,
+        # and a flag that contradicts a known suffix is refused rather than guessed at.
+        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+        suffix_fmt = "dot" if suffix == "gv" else suffix if suffix in FORMATS else None
+        if chosen and suffix_fmt is not None and suffix_fmt != chosen[0]:
+            raise InputError(f"-o {output}: the suffix says {suffix_fmt} but --{chosen[0]} was asked for")
         fmt = chosen[0] if chosen else (format_for(output, None) if output is not None else "pdf")
         if output is None:
             output = default_output(traces[0], fmt)
-        elif output.suffix.lower().lstrip(".") not in (*FORMATS, "gv"):
-            output = output.with_name(f"{output.name}.{fmt}")  # `-o graph` -> graph.pdf
         filters = Filters(depth=depth, around=around)
         try:
             if rank:

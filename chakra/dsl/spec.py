@@ -33,7 +33,8 @@ import yaml
 
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
-from chakra.errors import ChakraError, InputError
+from chakra.errors import ChakraError, InputError, excerpt
+from chakra.io import input_file_errors
 
 _UNITS = {
     "": 1,
@@ -81,7 +82,7 @@ _KEYS = {
 def parse_quantity(value: Any, what: str = "value") -> float:
     """A number, or a string like "64MiB", "4KB", "1.5e9", "2G" (decimal k/M/G, binary KiB/MiB/GiB)."""
     if isinstance(value, bool):
-        raise DSLError(f"{what}: expected a number, got {value!r}")
+        raise DSLError(f"{what}: expected a number, got {excerpt(value)}")
     if isinstance(value, (int, float)):
         if value < 0:
             raise DSLError(f"{what}: must be >= 0, got {value}")
@@ -90,7 +91,7 @@ def parse_quantity(value: Any, what: str = "value") -> float:
         m = _QUANTITY.match(value)
         if m and m.group(2).lower() in _UNITS:
             return float(m.group(1)) * _UNITS[m.group(2).lower()]
-    raise DSLError(f"{what}: cannot read {value!r} as a size (try 1024, 4KiB, 64MiB, 1e9)")
+    raise DSLError(f"{what}: cannot read {excerpt(value)} as a size (try 1024, 4KiB, 64MiB, 1e9)")
 
 
 def load_spec(path: Union[str, Path]) -> Workload:
@@ -102,7 +103,9 @@ def load_spec(path: Union[str, Path]) -> Workload:
         return _load_python(path)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            with input_file_errors(path, "spec file"):
+                text = path.read_text(encoding="utf-8")
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -151,7 +154,7 @@ def build_from_dict(data: Any, source: str = "<spec>") -> Workload:
         raise DSLError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
     ranks = data.get("ranks")
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise DSLError(f"{source}: ranks: must be a positive integer, got {ranks!r}")
+        raise DSLError(f"{source}: ranks: must be a positive integer, got {excerpt(ranks)}")
     device = None
     if data.get("device") is not None:
         dev = data["device"]
@@ -195,7 +198,7 @@ def build_from_dict(data: Any, source: str = "<spec>") -> Workload:
         op_id = args.get("id")
         if op_id is not None:
             if str(op_id) in refs:
-                raise DSLError(f"{where}: id {op_id!r} is used twice")
+                raise DSLError(f"{where}: id {excerpt(op_id)} is used twice")
             refs[str(op_id)] = ref
     return w
 
@@ -205,7 +208,7 @@ def _ranks(w: Workload, value: Any, where: str) -> Any:
         return w.all_ranks
     if isinstance(value, list) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise DSLError(f"rank: must be an int, a list of ints or 'all', got {value!r}")
+    raise DSLError(f"rank: must be an int, a list of ints or 'all', got {excerpt(value)}")
 
 
 def _after(args: dict, refs: dict[str, Ref]) -> Any:
@@ -217,7 +220,7 @@ def _after(args: dict, refs: dict[str, Ref]) -> Any:
     out = []
     for name in after:
         if str(name) not in refs:
-            raise DSLError(f"after: no earlier op with id {name!r}")
+            raise DSLError(f"after: no earlier op with id {excerpt(name)}")
         out.append(refs[str(name)])
     return out
 

@@ -533,9 +533,10 @@ class Workload:
         """Write PREFIX.<rank>.et for every rank, plus PREFIX.comm_groups.json (ASTRA-sim's
         `--comm-group-configuration`) unless `comm_groups=False`. `metadata_node` also writes the
         PyTorch-style `process_group:init` node (ASTRA-sim aborts on it; see docs/astra-sim-export.md)."""
-        from chakra.io import write_rank_traces
+        from chakra.io import output_set, write_rank_traces
 
-        paths = write_rank_traces(prefix, self.traces(metadata_node=metadata_node))
-        if comm_groups:
-            self.save_comm_groups(comm_groups_path(prefix))
+        with output_set():
+            paths = write_rank_traces(prefix, self.traces(metadata_node=metadata_node))
+            if comm_groups:
+                self.save_comm_groups(comm_groups_path(prefix))
         return paths

@@ -2,12 +2,13 @@
 
 The proto defines none of these names; they are the de-facto contract with ASTRA-sim and the
 official ETFeeder, which read exactly one arm per name and silently get 0 from any other arm
-(official-chakra.md §1.3). So writers always go through `set_attr`, which uses the conventional
+(docs/chakra-format.md §1.3). So writers always go through `set_attr`, which uses the conventional
 arm; readers go through `get_attr`, which accepts any arm (other producers are not so careful).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
@@ -15,8 +16,8 @@ from chakra.schema import et_def_pb2 as pb
 
 Message = Union[pb.Node, pb.GlobalMetadata]
 
-#: name -> the oneof arm consumers read.
-CONVENTIONS: dict[str, str] = {
+#: The attributes simulators act on (ASTRA-sim, the official feeder): name -> the arm they read.
+SIMULATOR_ATTRS: dict[str, str] = {
     "is_cpu_op": "bool_val",
     "num_ops": "int64_val",
     "tensor_size": "uint64_val",
@@ -28,6 +29,10 @@ CONVENTIONS: dict[str, str] = {
     "comm_priority": "int32_val",
     "pg_name": "string_val",
     "involved_dim": "bool_list",
+}
+
+#: What the PyTorch converters copy from the Execution Trace, in the official converter's arms.
+PYTORCH_ATTRS: dict[str, str] = {
     "rf_id": "int64_val",
     "fw_parent": "int64_val",
     "seq_id": "int64_val",
@@ -37,6 +42,13 @@ CONVENTIONS: dict[str, str] = {
     "op_schema": "string_val",
     "stream": "int64_val",
 }
+
+#: name -> the oneof arm consumers read: every conventional attribute.
+CONVENTIONS: dict[str, str] = {**SIMULATOR_ATTRS, **PYTORCH_ATTRS}
+
+#: The attributes the official ETFeeder reads from exactly one scalar arm (any other arm silently
+#: reads as 0): the simulator attributes that hold one number.
+FEEDER_READ = frozenset(name for name, arm in SIMULATOR_ATTRS.items() if arm.endswith("_val") and arm != "string_val")
 
 SCALAR_ARMS = (
     "double_val",
@@ -63,6 +75,17 @@ INT_ARMS = frozenset(NUMERIC_ARMS - {"double_val", "float_val", "bool_val"})
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
+
+
+def as_int(value: Any, default: Any = None) -> Any:
+    """An attribute value as an int: numbers (bools included) are truncated, anything else (None,
+    strings, lists, NaN or infinity) gives `default`. Strings are not parsed, as the official
+    feeder reads them as 0 too."""
+    if isinstance(value, (bool, int)):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return default
 
 
 def infer_arm(value: Any) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from chakra.commgroups import groups_beside
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
+from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
 from chakra.sim.collectives import CollectiveModel
 from chakra.sim.config import (
     MemoryConfig,
@@ -155,7 +155,7 @@ def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
 
 def _file_digest(path: Path) -> bytes:
     h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as f:
+    with input_file_errors(path), open(path, "rb") as f:
         while True:
             block = f.read(1 << 22)
             if not block:

@@ -4,7 +4,7 @@ A collective of `size` bytes over a group is cut into chunks (`preferred-dataset
 chunk walks a list of phases, one per network dimension (hierarchical: e.g. localBWAware all-reduce
 = RS(d0) .. RS(d_k-1), AR(d_k), AG(d_k-1) .. AG(d0)); each phase is one 1-D algorithm (ring, direct,
 halvingDoubling, doubleBinaryTree) run on that dimension's queue, at most
-`active-chunks-per-dimension` chunks at a time, FIFO (astra-sim.md §3.4-3.6).
+`active-chunks-per-dimension` chunks at a time, FIFO (docs/astra-sim.md §3.4-3.6).
 
 A phase is a sequence of steps; in a step every member sends one or more messages and then
 processes what it received. With ed = endpoint delay and red(m) = 3 * floor(m / local-mem-bw)
@@ -176,7 +176,7 @@ class CollectiveModel:
             raise ConfigError(f"{where}: no {_IMPL_KEY[coll].replace('_', '-')}-implementation in the system config")
         full = len(members) == len(self.all_ranks) and set(members) == set(self.all_ranks)
         if not full:
-            # ASTRA-sim: a subgroup always runs a 1-D ring over its member list (§1.8).
+            # ASTRA-sim: a subgroup always runs a 1-D ring over its member list (docs/astra-sim.md §1.8).
             ed = _SUBGROUP_FAST_DELAY if self.compat else self.ed
             alg = "ring" if self.compat else algs[0]
             return [("sub", alg, coll, members, ed)]
@@ -224,7 +224,7 @@ class CollectiveModel:
         splits = self.sys.preferred_dataset_splits
         chunk = size // splits
         if coll != AG and len(members) > chunk:
-            chunk = len(members)  # ASTRA-sim inflates tiny collectives to splits x NPUs bytes (§3.4)
+            chunk = len(members)  # ASTRA-sim inflates tiny collectives to splits x NPUs bytes (docs/astra-sim.md §3.4)
             size = splits * len(members)
         chunk = max(chunk, 1)
         n = max(1, -(-size // chunk))

@@ -1,10 +1,10 @@
 """ASTRA-sim's configuration files, read as ASTRA-sim reads them, into dataclasses callers may edit.
 
 - network: the analytical backend's YAML (`topology`, `npus_count`, `bandwidth` GB/s with GB = 2^30,
-  `latency` ns), one entry per dimension (astra-sim.md §2.3);
-- system: the JSON of `Sys::initialize_sys` (§2.2): scheduling policy, chunking, endpoint delay,
+  `latency` ns), one entry per dimension (docs/astra-sim.md §2.3);
+- system: the JSON of `Sys::initialize_sys` (docs/astra-sim.md §2.2): scheduling policy, chunking, endpoint delay,
   per-dimension collective algorithms, roofline and local-memory bandwidth;
-- memory: the remote-memory JSON of astra-memory-analytical (§2.4), plus the hierarchical pool and
+- memory: the remote-memory JSON of astra-memory-analytical (docs/astra-sim.md §2.4), plus the hierarchical pool and
   in-switch collective parameters of the ASTRA-sim 2.0 paper (our keys, documented in
   docs/simulator.md).
 
@@ -23,7 +23,8 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, excerpt
+from chakra.io import input_file_errors
 
 PathLike = Union[str, os.PathLike]
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -141,11 +142,10 @@ MEMORY_TYPES = (
 def _read_text(path: PathLike, what: str) -> str:
     p = Path(path)
     try:
-        return p.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such {what} config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: cannot read {what} config ({exc})") from None
+        with input_file_errors(p, f"{what} config file"):
+            return p.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: cannot read {what} config (not UTF-8 text)") from None
 
 
 def _as_list(where: str, key: str, value: Any) -> list:
@@ -153,7 +153,7 @@ def _as_list(where: str, key: str, value: Any) -> list:
         return list(value)
     if isinstance(value, (int, float, str)):
         return [value]
-    raise ConfigError(f"{where}: key {key!r} must be a list, got {type(value).__name__}")
+    raise ConfigError(f"{where}: key {excerpt(key)} must be a list, got {type(value).__name__}")
 
 
 def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
@@ -162,7 +162,7 @@ def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
             raise ValueError
         return kind(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: key {key!r} must be a number, got {value!r}") from None
+        raise ConfigError(f"{where}: key {excerpt(key)} must be a number, got {excerpt(value)}") from None
 
 
 def load_network(path: PathLike) -> NetworkConfig:
@@ -214,7 +214,7 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
     sysc = SystemConfig(path=Path(path) if path else None)
     sysc.scheduling_policy = str(data["scheduling-policy"])
     if sysc.scheduling_policy not in ("LIFO", "FIFO", "EXPLICIT"):
-        raise ConfigError(f"{where}: scheduling-policy {sysc.scheduling_policy!r} is not LIFO, FIFO or EXPLICIT")
+        raise ConfigError(f"{where}: scheduling-policy {excerpt(sysc.scheduling_policy)} is not LIFO, FIFO or EXPLICIT")
     sysc.collective_optimization = str(data["collective-optimization"])
     if sysc.collective_optimization not in ("baseline", "localBWAware"):
         raise ConfigError(
@@ -241,7 +241,7 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
             for a in algs:
                 base = a[:-1].rstrip("0123456789") if a[-1:].isdigit() else a
                 if base not in ALGORITHMS:
-                    raise ConfigError(f"{where}: {key}: unknown algorithm {a!r} (use {', '.join(ALGORITHMS)})")
+                    raise ConfigError(f"{where}: {key}: unknown algorithm {excerpt(a)} (use {', '.join(ALGORITHMS)})")
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", algs)
         else:
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", [])
@@ -289,7 +289,7 @@ def memory_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> M
         raise ConfigError(f"{where}: missing key memory-type ({', '.join(MEMORY_TYPES)})")
     mem = MemoryConfig(memory_type=str(data["memory-type"]), path=Path(path) if path else None)
     if mem.memory_type not in MEMORY_TYPES:
-        raise ConfigError(f"{where}: unknown memory-type {mem.memory_type!r} (use {', '.join(MEMORY_TYPES)})")
+        raise ConfigError(f"{where}: unknown memory-type {excerpt(mem.memory_type)} (use {', '.join(MEMORY_TYPES)})")
     for key, (attr, kind) in _MEMORY_KEYS.items():
         if key in data:
             setattr(mem, attr, _num(where, key, data[key], kind))
@@ -336,7 +336,7 @@ def load_comm_groups(path: PathLike) -> dict[str, list[int]]:
         try:
             gid = int(key)
         except ValueError:
-            raise ConfigError(f"{where}: group id {key!r} is not an integer") from None
+            raise ConfigError(f"{where}: group id {excerpt(key)} is not an integer") from None
         if gid <= 0:
             raise ConfigError(f"{where}: group id {key} must be > 0 (0 is reserved for all ranks)")
         if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):

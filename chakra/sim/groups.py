@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from chakra.commgroups import parse_pg_list
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, excerpt
 
 
 class GroupTable:
@@ -30,7 +30,9 @@ class GroupTable:
             ranks = list(range(self.num_ranks))
         bad = [r for r in ranks if not 0 <= r < self.num_ranks]
         if bad:
-            raise ConfigError(f"{source}: group {name!r} names rank {bad[0]} but there are {self.num_ranks} ranks")
+            raise ConfigError(
+                f"{source}: group {excerpt(name)} names rank {bad[0]} but there are {self.num_ranks} ranks"
+            )
         members = tuple(ranks)
         old = self.groups.get(name)
         if old is not None and set(old) != set(members):

@@ -33,7 +33,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from chakra.errors import InputError, TraceFormatError
+from chakra.errors import InputError, TraceFormatError, excerpt
+from chakra.io import input_file_errors
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.trace import Trace
@@ -85,7 +86,7 @@ def tokenize(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
-            raise ModelError(f"model {text!r}: unexpected character {text[pos:].strip()[:1]!r} at {pos}")
+            raise ModelError(f"model {excerpt(text)}: unexpected character {text[pos:].strip()[:1]!r} at {pos}")
         num, ident, op = m.groups()
         out.append(("num", num) if num else ("id", ident) if ident else ("op", "^" if op == "**" else op))
         pos = m.end()
@@ -106,7 +107,7 @@ class _Parser:
         if tok is None or (value is not None and tok[1] != value):
             want = repr(value) if value else "more input"
             got = repr(tok[1]) if tok else "the end"
-            raise ModelError(f"model {self.text!r}: expected {want}, found {got}")
+            raise ModelError(f"model {excerpt(self.text)}: expected {want}, found {got}")
         self.i += 1
         return tok
 
@@ -115,7 +116,7 @@ class _Parser:
             raise ModelError("empty model expression")
         node = self.expr()
         if self.peek() is not None:
-            raise ModelError(f"model {self.text!r}: unexpected {self.peek()[1]!r}")  # type: ignore[index]
+            raise ModelError(f"model {excerpt(self.text)}: unexpected {excerpt(self.peek()[1])}")  # type: ignore[index]
         return node
 
     def expr(self) -> Any:
@@ -156,7 +157,9 @@ class _Parser:
             nxt = self.peek()
             if nxt is not None and nxt[1] == "(":
                 if value not in _FUNCS:
-                    raise ModelError(f"model {self.text!r}: unknown function {value!r} (have {', '.join(_FUNCS)})")
+                    raise ModelError(
+                        f"model {excerpt(self.text)}: unknown function {excerpt(value)} (have {', '.join(_FUNCS)})"
+                    )
                 self.take("(")
                 arg = self.expr()
                 self.take(")")
@@ -166,7 +169,7 @@ class _Parser:
             node = self.expr()
             self.take(")")
             return node
-        raise ModelError(f"model {self.text!r}: unexpected {value!r}")
+        raise ModelError(f"model {excerpt(self.text)}: unexpected {excerpt(value)}")
 
 
 # A linear form: {None: constant part, coefficient name: multiplier}, each value an array over samples.
@@ -182,7 +185,7 @@ class Model:
         self.coefs = sorted(_coef_names(self.tree), key=lambda c: int(c[1:]))
         self.params = sorted(_var_names(self.tree) - set(self.coefs))
         if not self.coefs:
-            raise ModelError(f"model {text!r} has no coefficients (c0, c1, ...) to fit")
+            raise ModelError(f"model {excerpt(text)} has no coefficients (c0, c1, ...) to fit")
         # Check linearity once, on dummy data, so errors surface before any sample is read.
         self.form({p: np.ones(1) for p in self.params})
 
@@ -225,14 +228,14 @@ def _eval(node: Any, env: Mapping[str, np.ndarray], text: str) -> Form:
         if _COEF.match(node.name):
             return {node.name: np.asarray(1.0)}
         if node.name not in env:
-            raise ModelError(f"model {text!r}: unknown parameter {node.name!r}")
+            raise ModelError(f"model {excerpt(text)}: unknown parameter {excerpt(node.name)}")
         return {None: np.asarray(env[node.name], dtype=float)}
     if isinstance(node, Neg):
         return {k: -v for k, v in _eval(node.arg, env, text).items()}
     if isinstance(node, Call):
         arg = _eval(node.arg, env, text)
         if not _const(arg):
-            raise ModelError(f"model {text!r}: {node.func}() of a coefficient is not linear")
+            raise ModelError(f"model {excerpt(text)}: {node.func}() of a coefficient is not linear")
         with np.errstate(all="ignore"):
             return {None: _FUNCS[node.func](arg.get(None, np.asarray(0.0)))}
     a = _eval(node.left, env, text)
@@ -249,19 +252,19 @@ def _eval(node: Any, env: Mapping[str, np.ndarray], text: str) -> Form:
         if _const(b):
             s = b.get(None, np.asarray(0.0))
             return {k: v * s for k, v in a.items()}
-        raise ModelError(f"model {text!r}: a product of two coefficient terms is not linear")
+        raise ModelError(f"model {excerpt(text)}: a product of two coefficient terms is not linear")
     if node.op == "/":
         if not _const(b):
-            raise ModelError(f"model {text!r}: dividing by a coefficient term is not linear")
+            raise ModelError(f"model {excerpt(text)}: dividing by a coefficient term is not linear")
         d = b.get(None, np.asarray(0.0))
         with np.errstate(all="ignore"):
             return {k: v / d for k, v in a.items()}
     if node.op == "^":
         if not (_const(a) and _const(b)):
-            raise ModelError(f"model {text!r}: powers of coefficient terms are not linear")
+            raise ModelError(f"model {excerpt(text)}: powers of coefficient terms are not linear")
         with np.errstate(all="ignore"):
             return {None: np.power(a.get(None, np.asarray(0.0)), b.get(None, np.asarray(0.0)))}
-    raise ModelError(f"model {text!r}: bad operator {node.op!r}")
+    raise ModelError(f"model {excerpt(text)}: bad operator {excerpt(node.op)}")
 
 
 # ----------------------------------------------------------------------------- samples
@@ -319,9 +322,10 @@ def samples_from_csv(path: Union[str, Path]) -> dict[str, Samples]:
     `duration_ns`; anything else means µs)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+        with input_file_errors(path, "CSV file"):
+            text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
     rows = [r for r in csv.reader(text.splitlines()) if r and not r[0].lstrip().startswith("#")]
     if not rows:
         raise TraceFormatError(path, "no rows")
@@ -402,7 +406,7 @@ def load_samples(path: Union[str, Path]) -> dict[str, Samples]:
     """Samples from a TRACEBIGSIM file, a CSV, or a trace / PREFIX (detected by content)."""
     p = Path(path)
     if p.is_file():
-        with open(p, "rb") as fh:
+        with input_file_errors(p, "samples file"), open(p, "rb") as fh:
             head = fh.read(65536)
         if b"TRACEBIGSIM" in head:
             return samples_from_bigsim(p)
@@ -518,7 +522,7 @@ def rewrite(
     if scale < 0:
         raise InputError(f"--scale must be >= 0, got {scale}")
     if what not in ("compute", "all"):
-        raise InputError(f"--nodes must be compute or all, not {what!r}")
+        raise InputError(f"--nodes must be compute or all, not {excerpt(what)}")
     from chakra.sim.transforms import scaled_us
 
     rep = RewriteReport()

@@ -1,4 +1,4 @@
-"""Memory models for MEM_LOAD / MEM_STORE nodes (ASTRA-sim 2.0, paper §III-D; astra-sim.md §2.4).
+"""Memory models for MEM_LOAD / MEM_STORE nodes (ASTRA-sim 2.0, paper §III-D; docs/astra-sim.md §2.4).
 
 - local (node attr `tensor_loc` = "local" or 0): `local-mem-latency + tensor_size / local-mem-bw`
   (system config; GB/s with GB = 1e9, i.e. bytes/ns);

@@ -1,6 +1,6 @@
 """The analytical network: message times between two NPUs, congestion-unaware and congestion-aware.
 
-Ranks are mixed-radix addresses with dimension 0 fastest (astra-sim.md §3.2). Both backends charge a
+Ranks are mixed-radix addresses with dimension 0 fastest (docs/astra-sim.md §3.2). Both backends charge a
 message on the lowest dimension whose coordinate differs, with that dimension's topology, latency L
 (ns) and bandwidth B' (bytes/ns, GB = 2^30):
 

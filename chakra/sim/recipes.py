@@ -33,7 +33,8 @@ from typing import Any, Optional
 from chakra.errors import InputError
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import get_attr
-from chakra.sim.transforms import Graph, by_resource, by_type, graphs, resource_of, scaled_us, span_us
+from chakra.schema.kinds import resource_of
+from chakra.sim.transforms import Graph, by_resource, by_type, graphs, scaled_us, span_us
 from chakra.trace import Trace
 
 #: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.

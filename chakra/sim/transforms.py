@@ -28,28 +28,9 @@ from typing import Any, Optional, Union
 from chakra.errors import InputError
 from chakra.graph import topo_order
 from chakra.schema import NodeType, pb
-from chakra.schema.attrs import get_attr, set_attrs
+from chakra.schema.attrs import get_attr
+from chakra.schema.kinds import RESOURCES, resource_of
 from chakra.trace import Trace, make_node
-
-COMM_TYPES = frozenset((NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE))
-MEM_TYPES = frozenset((NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE))
-RESOURCES = ("cpu", "gpu", "comm", "mem", "meta")
-
-
-def resource_of(node: pb.Node) -> str:
-    """Which execution thread runs a node: cpu, gpu (compute off the host), comm, mem or meta.
-
-    A COMP node is a CPU task when its `is_cpu_op` attribute is true; without the attribute it is
-    a device task (the official feeder's default, official-chakra.md §1.3).
-    """
-    t = node.type
-    if t == NodeType.COMP_NODE:
-        return "cpu" if get_attr(node, "is_cpu_op", False) else "gpu"
-    if t in COMM_TYPES:
-        return "comm"
-    if t in MEM_TYPES:
-        return "mem"
-    return "meta"
 
 
 def node_deps(node: pb.Node) -> set[int]:
@@ -84,10 +65,6 @@ class Pred:
 
 def _text(p: Any) -> str:
     return p.text if isinstance(p, Pred) else getattr(p, "__name__", "fn")
-
-
-def everything() -> Pred:
-    return Pred(lambda n: True, "all")
 
 
 def by_type(*types: int) -> Pred:
@@ -508,12 +485,3 @@ def span_us(node: pb.Node) -> int:
         return max(node.duration_micros, int(inc)) if inc is not None else node.duration_micros
     except (TypeError, ValueError):
         return node.duration_micros
-
-
-def set_node_attrs(node: pb.Node, values: Mapping[str, Any]) -> None:
-    """Overwrite attributes (conventional arms), replacing existing ones of the same name."""
-    names = set(values)
-    kept = [a for a in node.attr if a.name not in names]
-    del node.attr[:]
-    node.attr.extend(kept)
-    set_attrs(node, values)

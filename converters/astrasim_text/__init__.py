@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chakra.converters.result import ConversionResult
-
 from chakra.errors import InputError, TraceFormatError
 
 NAME = "text"
@@ -91,9 +90,9 @@ def convert(
 
 def add_cli(app) -> None:
     import typer
-    from chakra.converters.astrasim_text.build import DEFAULT_MAX_NPUS, _parse_dims
 
     from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+    from chakra.converters.astrasim_text.build import DEFAULT_MAX_NPUS, _parse_dims
     from chakra.io import rank_path
 
     @app.command(NAME)

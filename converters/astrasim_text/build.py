@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Optional
 
 import orjson
-from chakra.converters.astrasim_text.parse import NONE, Workload, parse_text
 
+from chakra.converters.astrasim_text.parse import NONE, Workload, parse_text
 from chakra.errors import InputError, TraceFormatError
-from chakra.io import TraceWriter, atomic_output, rank_path
+from chakra.io import TraceWriter, atomic_output, output_set, rank_path
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import set_attr
 from chakra.trace import Trace, make_metadata, make_node
@@ -427,19 +427,20 @@ class TextConversion:
     def write(self, prefix: Path) -> list[Path]:
         """Write PREFIX.<rank>.et for every NPU (and PREFIX.comm_groups.json if there are subgroups)."""
         written = []
-        for rank in range(self.npus):
-            self._fill(rank)
-            path = rank_path(prefix, rank)
-            with TraceWriter(path) as w:
-                w.write_metadata(self.metadata(rank))
-                w.write_nodes(self.nodes)
-            written.append(path)
-        groups = self.groups.as_json()
-        if groups:
-            gpath = Path(f"{prefix}.comm_groups.json")
-            with atomic_output(gpath) as f:
-                f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
-            written.append(gpath)
+        with output_set():
+            for rank in range(self.npus):
+                self._fill(rank)
+                path = rank_path(prefix, rank)
+                with TraceWriter(path) as w:
+                    w.write_metadata(self.metadata(rank))
+                    w.write_nodes(self.nodes)
+                written.append(path)
+            groups = self.groups.as_json()
+            if groups:
+                gpath = Path(f"{prefix}.comm_groups.json")
+                with atomic_output(gpath) as f:
+                    f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
+                written.append(gpath)
         return written
 
     def summary(self) -> dict:

@@ -1,6 +1,6 @@
 """Parsing ASTRA-sim 1.0 text workloads into a `Workload` (keyword, header options, layers).
 
-The text format (astra-sim.md §5, official-chakra.md §4.1): line 1 is a parallelism keyword plus
+The text format (docs/astra-sim.md §5, docs/chakra-format.md §4): line 1 is a parallelism keyword plus
 optional header tokens, line 2 the layer count, then one line per layer with 12 columns
 `name reserved fwd_comp fwd_type fwd_size ig_comp ig_type ig_size wg_comp wg_type wg_size update`
 (13 for HYBRID_CUSTOMIZED: the layer's own keyword last). Every malformed field is reported with
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from chakra.errors import InputError, TraceFormatError
+from chakra.errors import TraceFormatError
+from chakra.io import input_file_errors
 
 #: Keywords of ASTRA-sim 1.0's `decode_parallelsim`.
 KEYWORDS = (
@@ -143,12 +144,8 @@ def parse_text(path: Path, text: Optional[str] = None) -> Workload:
     """Parse a text workload, raising TraceFormatError (file and line) on anything malformed."""
     path = Path(path)
     if text is None:
-        try:
+        with input_file_errors(path, "text workload file"):
             text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{path}: is a directory, expected a text workload file") from None
     lines = _content_lines(text)
     first = next(lines, None)
     if first is None:

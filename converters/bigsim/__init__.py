@@ -10,7 +10,7 @@ below are imported on first use so that listing the formats stays cheap.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -61,16 +61,21 @@ def accept_dir(path: Path) -> bool:
     return sniff(path)
 
 
-def write_traces(log: Any, prefix: Path, *, serialize: bool = False, quiet: bool = True) -> Any:
-    """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory)."""
+def write_traces(
+    log: Any,
+    prefix: Path,
+    *,
+    serialize: bool = False,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+) -> Any:
+    """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory),
+    all or nothing. `on_progress(done, total)` is called after each file."""
     from chakra.converters.bigsim.translate import convert_log, iter_traces
-
-    from chakra.cli_common import make_progress
-    from chakra.io import TraceWriter, rank_path
+    from chakra.io import TraceWriter, output_set, rank_path
 
     summary = None
-    with make_progress(quiet) as progress:
-        task = progress.add_task("writing traces", total=log.total_procs)
+    done = 0
+    with output_set():
         for trace, summary in iter_traces(log, serialize=serialize):
             assert trace.rank is not None
             path = rank_path(prefix, trace.rank)
@@ -78,7 +83,9 @@ def write_traces(log: Any, prefix: Path, *, serialize: bool = False, quiet: bool
                 w.write_metadata(trace.metadata)
                 w.write_nodes(trace.nodes)
             summary.outputs.append(str(path))
-            progress.advance(task)
+            done += 1
+            if on_progress is not None:
+                on_progress(done, log.total_procs)
     if summary is None:  # a machine without procs
         _, summary = convert_log(log)
     return summary
@@ -91,13 +98,17 @@ def convert(
     prefer_detail: bool = False,
     workers_per_node: Optional[int] = None,
     serialize: bool = False,
+    on_progress: Optional[Callable[[int, int], None]] = None,
     quiet: bool = True,
 ) -> ConversionResult:
-    """Read the logs the inputs name, write PREFIX.<proc>.et; the summary is `ConversionSummary.to_json()`."""
+    """Read the logs the inputs name, write PREFIX.<proc>.et; the summary is `ConversionSummary.to_json()`.
+
+    Progress goes to `on_progress(done, total)` (the CLI draws the bar); `quiet` is accepted for the
+    plugin contract and has nothing to silence here."""
     from chakra.converters.bigsim.inputs import load_logs
 
     log = load_logs([Path(p) for p in inputs], prefer_detail=prefer_detail, workers_per_node=workers_per_node)
-    summary = write_traces(log, Path(prefix), serialize=serialize, quiet=quiet)
+    summary = write_traces(log, Path(prefix), serialize=serialize, on_progress=on_progress)
     return ConversionResult([Path(p) for p in summary.outputs], summary.to_json(), list(summary.notes))
 
 

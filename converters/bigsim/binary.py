@@ -1,6 +1,6 @@
 """Reader for binary BigSim logs: the `bgTrace` summary and the `bgTrace<k>` timeline files.
 
-Layout (reference §D.2-D.7): each file starts with a `PUP::machineInfo`; the summary holds the
+Layout (docs/input-formats.md §D.2-D.7): each file starts with a `PUP::machineInfo`; the summary holds the
 machine shape and (from version 1 on, optional at EOF) the log version; file k holds an offset
 table and the timelines of the procs emulated on PE k. Files are memory-mapped, and the fixed part
 of each record is decoded with one precompiled struct, so reading costs a few struct calls per SEB
@@ -29,8 +29,8 @@ from chakra.converters.bigsim.model import (
     SebEvent,
     Summary,
 )
-
 from chakra.errors import InputError, TraceFormatError
+from chakra.io import input_file_errors
 
 SUMMARY_NAME = "bgTrace"
 
@@ -38,7 +38,9 @@ SUMMARY_NAME = "bgTrace"
 @contextmanager
 def _mapped(path: Path) -> Iterator[memoryview | bytes]:
     """The file's bytes, memory-mapped when non-empty (logs can be many GB)."""
-    with open(path, "rb") as f:
+    with input_file_errors(path, "BigSim log"):
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    with f:
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # empty file

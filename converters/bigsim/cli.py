@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, make_progress, print_json, warn
 
 
 def register(app: typer.Typer) -> None:
@@ -48,14 +48,16 @@ def register(app: typer.Typer) -> None:
         from chakra.converters.bigsim import convert
 
         with handle_errors():
-            result = convert(
-                inputs,
-                output,
-                prefer_detail=detail,
-                workers_per_node=workers_per_node,
-                serialize=serialize,
-                quiet=quiet or json_out,
-            )
+            with make_progress(quiet or json_out) as progress:
+                task = progress.add_task("writing traces", total=None)
+                result = convert(
+                    inputs,
+                    output,
+                    prefer_detail=detail,
+                    workers_per_node=workers_per_node,
+                    serialize=serialize,
+                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                )
             for note in result.warnings:
                 warn(note)
             if json_out:

@@ -1,7 +1,7 @@
 """Reader for BigSim's ASCII timeline dumps ("detail" files, `BgWriteThreadTimeLine`).
 
 One file per simulated processor, named `<pgm>-<x>-<y>-<z>.<thread>.log`; each SEB is printed by
-`BgTimeLog::write` (reference §D.9):
+`BgTimeLog::write` (docs/input-formats.md §D.9):
 
     [1] 0x618150 name:msgep (srcpe:5 msgID:0) ep:0 charm_ep:0 [(thread resume)] [STARTEVENT][QDEVENT]
      recvtime:0.000038 startTime:0.000038 endTime:0.000040 execTime:0.000002
@@ -39,8 +39,8 @@ from chakra.converters.bigsim.model import (
     Summary,
 )
 from chakra.converters.bigsim.routing import infer_num_wth
-
 from chakra.errors import InputError, TraceFormatError
+from chakra.io import input_file_errors
 
 FILE_RE = re.compile(r"^(?P<pgm>.*)-(?P<x>\d+)-(?P<y>\d+)-(?P<z>\d+)\.(?P<th>\d+)\.log$")
 _NUM = r"-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)"
@@ -124,7 +124,9 @@ def read_detail_file(path: Path) -> list[Seb]:
         if cur is not None and not have_times:
             raise TraceFormatError(path, f"SEB [{cur.seqno}] has no recvtime/startTime/endTime line", line=head_line)
 
-    with open(path, encoding="latin-1") as f:
+    with input_file_errors(path, "BigSim detail dump"):
+        f = open(path, encoding="latin-1")  # noqa: SIM115 - closed by the with below
+    with f:
         for lineno, raw in enumerate(f, 1):
             line = raw.rstrip("\r\n")
             if not line.strip():

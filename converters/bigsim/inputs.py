@@ -9,7 +9,6 @@ from typing import Optional
 from chakra.converters.bigsim.binary import SUMMARY_NAME, find_summary, is_bigsim_binary, read_binary_logs, read_summary
 from chakra.converters.bigsim.detail import detail_proc_key, looks_like_detail, read_detail_logs
 from chakra.converters.bigsim.model import BigSimLog
-
 from chakra.errors import InputError
 
 

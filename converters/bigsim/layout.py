@@ -1,7 +1,7 @@
 """Binary layout of BigSim logs: the machineInfo header and the field lists of each log version.
 
 PUP writes every field in the writer's native size and byte order, untagged and unaligned, after
-a 16-byte `PUP::machineInfo` that describes them (reference §D.2). So the record layout is not a
+a 16-byte `PUP::machineInfo` that describes them (docs/input-formats.md §D.2). So the record layout is not a
 constant: it is built here from the header (sizes, byte order) and the log version (which fields
 exist). Shared by the reader and the writer so both always agree.
 """

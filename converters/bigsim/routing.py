@@ -1,7 +1,7 @@
 """Where BigSim messages go: destination procs of a BgMsgEntry, and the sender/receiver matching.
 
 A message entry names a destination *node* and core (`tID`); procs are `node*numWth + core`
-(reference §D.6, §D.8). Broadcasts are one entry that several procs receive:
+(docs/input-formats.md §D.6, §D.8). Broadcasts are one entry that several procs receive:
 
 * `dstNode == -1`: every proc (with `tID >= 0`: that core of every node);
 * `dstNode <= -100`: every proc except node `N = -100 - dstNode` (`tID == -1`) or except only

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from chakra.errors import TraceFormatError
+from chakra.io import input_file_errors
 
 MARKER = "TRACEBIGSIM"
 #: the marker as a word followed by a field (not a mention of it in prose or quotes)
@@ -121,10 +122,8 @@ def read_timing_samples(path: Union[str, Path]) -> list[TimingSample]:
     pm = PARAM_FILE_RE.match(path.name)
     pe = int(pm.group(1)) if pm else None
     samples: list[TimingSample] = []
-    try:
+    with input_file_errors(path, "timing file"):
         text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise TraceFormatError(path, f"cannot read: {exc.strerror}") from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if MARKER not in line or line.lstrip().startswith("#"):
             continue

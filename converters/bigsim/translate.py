@@ -14,7 +14,7 @@ Mapping (docs/bigsim.md has the user's version):
 * A v6 SEB with an MPI collective (`mpiOp`) is followed by a COMM_COLL_NODE (barrier, all-reduce,
   all-to-all; `comm_size` = mpiSize) that becomes the SEB's exit for later dependents.
 * With `serialize=True`, each SEB also gets a ctrl dep on the previous SEB of its proc: the order
-  the emulator ran them in, which is a schedule rather than a dependency (reference §D.8).
+  the emulator ran them in, which is a schedule rather than a dependency (docs/input-formats.md §D.8).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any, Optional
 from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_ALLTOALL, MPI_BARRIER, MPI_OP_NAMES, BigSimLog
 from chakra.converters.bigsim.routing import Delivery, match_messages
 from chakra.converters.bigsim.timeconv import interval_us, seconds_to_us
-
 from chakra.errors import TraceFormatError
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import set_attrs

@@ -16,8 +16,7 @@ from typing import Optional
 from chakra.converters.bigsim.binary import SUMMARY_NAME, procs_of_file
 from chakra.converters.bigsim.layout import NAME_LEN, VersionLayout, encode_machine_info
 from chakra.converters.bigsim.model import EVENT_PROJ, BigSimLog, MachineInfo, Seb, Summary
-
-from chakra.io import atomic_output
+from chakra.io import atomic_output, output_set
 
 
 def encode_summary(
@@ -129,13 +128,14 @@ def write_binary_logs(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    path = directory / SUMMARY_NAME
-    with atomic_output(path) as f:
-        f.write(encode_summary(s))
-    written.append(path)
-    for k in range(s.num_pes):
-        path = directory / f"{SUMMARY_NAME}{k}"
+    with output_set():
+        path = directory / SUMMARY_NAME
         with atomic_output(path) as f:
-            f.write(encode_pe_file(log, s, k))
+            f.write(encode_summary(s))
         written.append(path)
+        for k in range(s.num_pes):
+            path = directory / f"{SUMMARY_NAME}{k}"
+            with atomic_output(path) as f:
+                f.write(encode_pe_file(log, s, k))
+            written.append(path)
     return written

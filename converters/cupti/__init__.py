@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from chakra.converters.result import ConversionResult
-
 from chakra.errors import InputError
 
 NAME = "cupti"

@@ -19,11 +19,11 @@ from typing import IO, Any, Optional
 
 import ijson
 import orjson
+
 from chakra.converters.nsys import schema as S
 from chakra.converters.nsys.build import COPY_KINDS, MEM_KINDS
-
-from chakra.errors import TraceFormatError
-from chakra.io import atomic_output
+from chakra.errors import TraceFormatError, excerpt
+from chakra.io import atomic_output, input_file_errors
 
 FORMAT_TAG = "chakra-cupti-records"
 SYNC_TYPES = {
@@ -257,7 +257,9 @@ class _Ids:
 
 def iter_records(path: Path) -> Iterator[tuple[dict[str, int], dict[str, Any]]]:
     """(line or index, record) for JSON Lines, a JSON array, or {"records": [...]}; streamed."""
-    with open(path, "rb") as fh:
+    with input_file_errors(path, "CUPTI records file"):
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    with fh:
         head = fh.read(4096).lstrip()
         fh.seek(0)
         if not head:
@@ -380,7 +382,7 @@ def _enum(value: Any, names: dict[str, int]) -> Optional[int]:
     if isinstance(value, str):
         key = value if value in names else value.upper()
         if key not in names:
-            raise ValueError(f"unknown value {value!r} (one of {', '.join(names)})")
+            raise ValueError(f"unknown value {excerpt(value)} (one of {', '.join(names)})")
         return names[key]
     return int(value)
 
@@ -395,7 +397,7 @@ def _row(rec: dict[str, Any], pids: _Ids, tids: _Ids, sid) -> tuple[Optional[tup
         return None, None
     kind = _KIND_ALIASES.get(raw_kind)
     if kind is None:
-        raise ValueError(f"unknown kind {rec['kind']!r}")
+        raise ValueError(f"unknown kind {excerpt(rec['kind'])}")
     g = rec.get
     if kind in ("RUNTIME", "DRIVER"):
         gtid = _gpid(rec["processId"], pids) | tids(int(rec["threadId"]))  # type: ignore[operator]

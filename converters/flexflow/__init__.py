@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from chakra.converters.result import ConversionResult
 
+from chakra.converters.result import ConversionResult
 from chakra.errors import InputError
 
 if TYPE_CHECKING:

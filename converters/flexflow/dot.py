@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
+from chakra.io import input_file_errors
 
 KEYWORDS = frozenset({"strict", "graph", "digraph", "node", "edge", "subgraph"})
 
@@ -114,7 +115,7 @@ def tokenize(text: str, path: Path) -> list[Token]:
                 raise fail(pos, "unterminated quoted string")
             if text.startswith("/*", pos):
                 raise fail(pos, "unterminated /* comment")
-            raise fail(pos, f"unexpected character {ch!r}")
+            raise fail(pos, f"unexpected character {excerpt(ch)}")
         kind = m.lastgroup
         if kind == "ws" or kind == "comment":
             pos = m.end()
@@ -186,7 +187,7 @@ class _Parser:
     def expect(self, kind: str, what: Optional[str] = None) -> Token:
         tok = self.next(what or repr(kind))
         if tok.kind != kind:
-            raise self.fail(f"expected {what or repr(kind)}, found {tok.value!r}", tok)
+            raise self.fail(f"expected {what or repr(kind)}, found {excerpt(tok.value)}", tok)
         return tok
 
     def is_kw(self, tok: Optional[Token], word: str) -> bool:
@@ -220,7 +221,7 @@ class _Parser:
         elif self.is_kw(tok, "graph"):
             self.directed = False
         else:
-            raise self.fail(f"expected 'digraph' or 'graph', found {tok.value!r}", tok)
+            raise self.fail(f"expected 'digraph' or 'graph', found {excerpt(tok.value)}", tok)
         name = None
         if (t := self.peek()) is not None and t.kind == "id":
             name = self.id_value("graph name").value
@@ -229,7 +230,7 @@ class _Parser:
         self.expect("}", "'}' closing the graph")
         extra = self.peek()
         if extra is not None:
-            raise self.fail(f"unexpected {extra.value!r} after the closing '}}'", extra)
+            raise self.fail(f"unexpected {excerpt(extra.value)} after the closing '}}'", extra)
         return DotGraph(
             self.path, self.text, name, self.directed, strict, self.nodes, self.declared, self.edges, self.graph_attrs
         )
@@ -335,7 +336,7 @@ class _Parser:
             self.graph_attrs[key] = self.id_value(f"a value for {key!r}").value
             return
         if tok.kind not in ("id", "{"):
-            raise self.fail(f"unexpected {tok.value!r} where a statement should start", tok)
+            raise self.fail(f"unexpected {excerpt(tok.value)} where a statement should start", tok)
         start = tok
         first = self.operand(node_defaults, edge_defaults, members)
         chain: list[Operand] = [first]
@@ -361,7 +362,7 @@ class _Parser:
                     self.edges.append(DotEdge(src, dst, eattrs, start.offset))
 
 
-# The exact lines FlexFlow's DotFile writes (input-formats.md §E.1). Files made only of these are
+# The exact lines FlexFlow's DotFile writes (docs/input-formats.md §E.1). Files made only of these are
 # read line by line, several times faster than the general parser; anything else falls back.
 _FF_HEAD = re.compile(r"digraph taskgraph \{\n")
 _FF_LINE = re.compile(
@@ -412,12 +413,8 @@ def parse_dot(path: Path, text: Optional[str] = None) -> DotGraph:
     """Parse a DOT file; raises DotSyntaxError (a TraceFormatError naming file and line)."""
     path = Path(path)
     if text is None:
-        try:
+        with input_file_errors(path, "DOT file"):
             text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            from chakra.errors import InputError
-
-            raise InputError(f"{path}: no such file") from None
     fast = _parse_flexflow_fast(text, path)
     if fast is not None:
         return fast

@@ -16,15 +16,14 @@
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Optional
 
+from chakra.converters.flexflow.taskgraph import Task, TaskGraph
 from chakra.errors import TraceFormatError
+from chakra.graph import priority_topo_order
 from chakra.schema import NodeType, pb
 from chakra.trace import Trace, make_metadata, make_node
-
-from .taskgraph import Task, TaskGraph
 
 
 @dataclass
@@ -143,25 +142,10 @@ def build_items(
 
 
 def _topo(items: list[Item], tg: TaskGraph) -> list[int]:
-    succs: list[list[int]] = [[] for _ in items]
-    indeg = [0] * len(items)
-    for item in items:
-        for p in item.preds:
-            succs[p].append(item.index)
-            indeg[item.index] += 1
-    ready = [(it.order, it.index) for it in items if indeg[it.index] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for s in succs[i]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(ready, (items[s].order, s))
-    if len(order) != len(items):
-        stuck = next(it for it in items if indeg[it.index] > 0)
-        t = stuck.tasks[0]
+    # items[i].index == i: parents and keys are indexed like items.
+    order, stuck = priority_topo_order([it.preds for it in items], [it.order for it in items])
+    if stuck:
+        t = items[stuck[0]].tasks[0]
         raise TraceFormatError(tg.graph.path, f"dependency cycle through node {t.key}", line=t.line)
     return order
 

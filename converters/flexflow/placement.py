@@ -27,9 +27,8 @@ from typing import Optional
 
 import orjson
 
+from chakra.converters.flexflow.taskgraph import TaskGraph
 from chakra.errors import ConfigError
-
-from .taskgraph import TaskGraph
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 

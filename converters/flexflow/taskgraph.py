@@ -1,13 +1,13 @@
 """FlexFlow task graphs read from DOT: the two label variants, as one list of tasks.
 
-Upstream `--taskgraph` export (input-formats.md §E.1; written by `Simulator::simulate_runtime`):
+Upstream `--taskgraph` export (docs/input-formats.md §E.1; written by `Simulator::simulate_runtime`):
     node12 [label="{ conv1 | Forward | { 0.35 | 1.12 } }",shape=record];
     node12 -> node13;
 The name is left out for unnamed (update/barrier) tasks; the type is one of Forward, Backward,
 Comm, Update, Barrier; start and end are simulated times in ms. Node lines come in simulated
 order. No device is recorded, so devices come from a placement (placement.py).
 
-Legacy variant read by the deprecated Chakra converter (input-formats.md §E.2):
+Legacy variant read by the deprecated Chakra converter (docs/input-formats.md §E.2):
     { npu=0 | conv1 | ... | COMP_NODE | wall_clock_time=0.00012 }
     { npu=0 | x01 | ... | COMM_SEND_RECV_NODE | comm_src=0 | comm_dst=1 | comm_size=4096 }
 with times in seconds and the devices in the label.
@@ -19,10 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from chakra.errors import TraceFormatError
-
-from .dot import DotGraph
-from .record import RecordError, flatten, parse_record
+from chakra.converters.flexflow.dot import DotGraph
+from chakra.converters.flexflow.record import RecordError, flatten, parse_record
+from chakra.errors import TraceFormatError, excerpt
 
 UPSTREAM_TYPES = ("Forward", "Backward", "Comm", "Update", "Barrier")
 _NPU_KEY = re.compile(r"^\s*npu(?:_id)?\s*=\s*(-?\d+)\s*$")
@@ -91,16 +90,18 @@ def _fields(graph: DotGraph, name: str) -> tuple[list, int]:
     try:
         return parse_record(label), line
     except RecordError as exc:
-        raise TraceFormatError(graph.path, f"node {name}: bad record label {label!r}: {exc}", line=line) from None
+        raise TraceFormatError(
+            graph.path, f"node {name}: bad record label {excerpt(label)}: {exc}", line=line
+        ) from None
 
 
 def _float(graph: DotGraph, line: int, name: str, what: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise TraceFormatError(graph.path, f"node {name}: {what} {text!r} is not a number", line=line) from None
+        raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a number", line=line) from None
     if value != value or value in (float("inf"), float("-inf")):
-        raise TraceFormatError(graph.path, f"node {name}: {what} {text!r} is not a finite number", line=line)
+        raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a finite number", line=line)
     return value
 
 
@@ -174,7 +175,9 @@ def _legacy_task(graph: DotGraph, index: int, name: str, time_scale: float) -> T
         try:
             number = int(value)
         except ValueError:
-            raise TraceFormatError(graph.path, f"node {name}: {key}={value!r} is not an integer", line=line) from None
+            raise TraceFormatError(
+                graph.path, f"node {name}: {key}={excerpt(value)} is not an integer", line=line
+            ) from None
         if number < 0:
             raise TraceFormatError(graph.path, f"node {name}: {key}={number} is negative", line=line)
         return number

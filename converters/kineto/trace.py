@@ -1,6 +1,6 @@
 """Loading a Kineto (PyTorch profiler) Chrome trace into typed event lists with integer-ns times.
 
-Two time styles exist (input-formats.md §B.2): new files write float µs relative to
+Two time styles exist (docs/input-formats.md §B.2): new files write float µs relative to
 `baseTimeNanoseconds`; old ones write integer epoch µs. Both become absolute integer ns here,
 so every later step compares plain ints. Negative tids (Kineto sign-flips) are kept as-is: they
 are only used as thread keys.
@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 import msgspec
 import orjson
+
 from chakra.converters.pytorch.chunked import split_document
 from chakra.converters.pytorch.et import _drain, parse_json
-
 from chakra.errors import TraceFormatError
 
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})

@@ -35,7 +35,6 @@ from chakra.converters.nsys import nccl
 from chakra.converters.nsys.ranks import RankPlan
 from chakra.converters.nsys.schema import split_global_id, strip_version
 from chakra.converters.nsys.source import K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_NVTX
-
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import CONVENTIONS, set_attrs
 

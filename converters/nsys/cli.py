@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import typer
-from chakra.converters.result import ConversionResult
 
 from chakra.cli_common import (
     JsonOption,
@@ -21,6 +20,7 @@ from chakra.cli_common import (
     print_json,
     warn,
 )
+from chakra.converters.result import ConversionResult
 
 
 class Per(str, Enum):
@@ -62,7 +62,6 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert nsys a.sqlite b.sqlite -o job --per process
         """
         from chakra.converters.nsys import convert
-
         from chakra.distributed.cli import run_batch, wants_dask
 
         if wants_dask(workers, scheduler):  # one Dask task per report

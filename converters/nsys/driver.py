@@ -12,9 +12,8 @@ from chakra.converters.nsys import source
 from chakra.converters.nsys.build import DEP_KINDS, Builder, Options
 from chakra.converters.nsys.ranks import copy_engines, plan_ranks, stream_flags
 from chakra.converters.nsys.schema import Report, open_report
-
 from chakra.errors import TraceFormatError
-from chakra.io import TraceWriter, rank_path
+from chakra.io import TraceWriter, output_set, rank_path
 from chakra.trace import make_metadata
 
 
@@ -96,18 +95,21 @@ def convert_reports(
     writers: list[TraceWriter] = []
     ok = False
     try:
-        offset = rank_offset
-        for report in reports:
-            offset += _convert_one(
-                report, Path(prefix), offset, per, Options(gaps, copy_engine_order), result, writers, progress
-            )
-        ok = True
+        with output_set():  # every rank file appears, or none
+            try:
+                offset = rank_offset
+                for report in reports:
+                    offset += _convert_one(
+                        report, Path(prefix), offset, per, Options(gaps, copy_engine_order), result, writers, progress
+                    )
+                ok = True
+            finally:
+                for w in writers:
+                    if ok:
+                        w.close()
+                    else:
+                        w.abort()
     finally:
-        for w in writers:
-            if ok:
-                w.close()
-            else:
-                w.abort()
         for report in reports:
             report.close()
     return result

@@ -14,7 +14,6 @@ from typing import Optional
 
 from chakra.converters.nsys import schema as S
 from chakra.converters.nsys.schema import Report
-
 from chakra.errors import InputError
 
 PER_CHOICES = ("device", "process")

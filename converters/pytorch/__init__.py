@@ -61,7 +61,6 @@ def convert(
 ) -> ConversionResult:
     """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank)."""
     from chakra.converters.pytorch.driver import Options, convert_files
-
     from chakra.errors import InputError
 
     for p in [*inputs, *kineto]:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from chakra.converters.result import ConversionResult
 
 from chakra.cli_common import (
     JsonOption,
@@ -17,6 +16,7 @@ from chakra.cli_common import (
     handle_errors,
     print_json,
 )
+from chakra.converters.result import ConversionResult
 
 
 def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:

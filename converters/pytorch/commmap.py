@@ -14,11 +14,10 @@ from collections import Counter
 from operator import attrgetter
 from typing import Any, Optional
 
+from chakra.converters.pytorch import comms
+from chakra.converters.pytorch.comms import RECV, SEND, CommInfo
+from chakra.converters.pytorch.ops import COMM, CPU, GPU, Op
 from chakra.schema import CollectiveType
-
-from . import comms
-from .comms import RECV, SEND, CommInfo
-from .ops import COMM, CPU, GPU, Op
 
 _ID = attrgetter("id")
 

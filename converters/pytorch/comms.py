@@ -6,7 +6,7 @@ cpu_op or NCCL kernel, and finally the executor's own name (`gloo:<op>`, `nccl:<
 kernels of the three naming eras). The c10d name beats the executor name because gloo runs a
 reduce_scatter as `gloo:all_reduce` calls.
 
-Sizes follow ASTRA-sim's semantics (astra-sim.md §1.6): all-reduce/broadcast/reduce = buffer
+Sizes follow ASTRA-sim's semantics (docs/astra-sim.md §1.6): all-reduce/broadcast/reduce = buffer
 bytes; reduce-scatter = full input; all-to-all = per-rank input; all-gather/gather = per-rank
 input; scatter = per-rank output; send/recv = message bytes; barrier = its token tensor.
 """
@@ -17,9 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from chakra.converters.pytorch.ops import Op
 from chakra.schema import CollectiveType, NodeType
-
-from .ops import Op
 
 SEND = "send"
 RECV = "recv"

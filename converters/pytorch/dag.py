@@ -29,7 +29,7 @@ from collections import defaultdict
 from operator import attrgetter
 from typing import Any, Optional
 
-from .ops import COMM, CPU, GPU, META, Op
+from chakra.converters.pytorch.ops import COMM, CPU, GPU, META, Op
 
 GAP = "gap"
 IDLE = "idle"

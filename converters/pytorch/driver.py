@@ -21,21 +21,19 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional
 
-from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
-
 from chakra.commgroups import write_comm_groups
+from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
+from chakra.converters.pytorch import comms
+from chakra.converters.pytorch.commmap import map_comms
+from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
+from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
+from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, sniff_et_head
+from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
+from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
-from chakra.io import TraceWriter, rank_path
+from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
-
-from . import comms
-from .commmap import map_comms
-from .dag import SYNC_RUNTIME, Builder
-from .emit import CycleError, NodeEncoder, ordered
-from .et import ETFile, load_et, read_input_bytes, sniff_et_head
-from .link import add_gpu_ops, link_et, ops_from_kineto
-from .ops import COMM, CPU, GPU
 
 
 @dataclass
@@ -436,10 +434,8 @@ def convert_files(
     options = options or Options()
     inputs = gather_inputs(et_paths, kineto_paths)
     tmp_paths = [str(rank_path(prefix, ri.rank, f".et.part{os.getpid()}")) for ri in inputs]
-    try:
-        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
+    for ri in inputs:  # refuse a bad output before any work
+        check_output_path(rank_path(prefix, ri.rank))
     results: list[dict[str, Any]]
     try:
         if len(inputs) == 1:
@@ -455,9 +451,9 @@ def convert_files(
         errors = [r["error"] for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        for ri, tmp, res in zip(inputs, tmp_paths, results):
-            final = rank_path(prefix, ri.rank)
-            os.replace(tmp, final)
+        finals = [rank_path(prefix, ri.rank) for ri in inputs]
+        publish_outputs(list(zip(tmp_paths, finals)))
+        for res, final in zip(results, finals):
             res["output"] = str(final)
         groups: dict[str, list[int]] = {}
         for res in results:

@@ -7,19 +7,16 @@ instead of drifting by up to 0.5 µs per node.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from operator import attrgetter
 from typing import Optional
 
 import orjson
 
-from chakra.schema import CollectiveType, NodeType
-
-from .comms import RECV, SEND
-from .dag import GAP, IDLE, QUEUE, Item
-from .ops import COMM, CPU, META, Op
-from .wire import (
+from chakra.converters.pytorch.comms import RECV, SEND
+from chakra.converters.pytorch.dag import GAP, IDLE, QUEUE, Item
+from chakra.converters.pytorch.ops import COMM, CPU, META, Op
+from chakra.converters.pytorch.wire import (
     _LOW14,
     _SMALL,
     NODE_CTRL,
@@ -39,6 +36,8 @@ from .wire import (
     varint,
     varint_table,
 )
+from chakra.graph import priority_topo_order
+from chakra.schema import NodeType
 
 _dumps = orjson.dumps
 
@@ -320,30 +319,13 @@ def ordered(items: list[Item], edges_in_order: bool = False) -> list[Item]:
     if edges_in_order or _is_topological(fast):
         return fast
     del fast
-    by_id = {it.id: i for i, it in enumerate(items)}
-    n = len(items)
-    indeg = [0] * n
-    children: list[list[int]] = [[] for _ in range(n)]
-    for i, it in enumerate(items):
-        for d in set(it.ctrl) | set(it.data):
-            j = by_id.get(d)
-            if j is not None:
-                children[j].append(i)
-                indeg[i] += 1
-    key = [(it.start if it.start is not None else 0, it.id) for it in items]
-    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        out.append(items[i])
-        for c in children[i]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                heapq.heappush(heap, (key[c], c))
-    if len(out) != n:
-        raise CycleError([items[i].id for i in range(n) if indeg[i] > 0][:10])
-    return out
+    get = {it.id: i for i, it in enumerate(items)}.get
+    parents = [[j for j in map(get, set(it.ctrl) | set(it.data)) if j is not None] for it in items]
+    keys = [(it.start if it.start is not None else 0, it.id) for it in items]
+    order, stuck = priority_topo_order(parents, keys)
+    if stuck:
+        raise CycleError([items[i].id for i in stuck][:10])
+    return [items[i] for i in order]
 
 
 _START = attrgetter("start")
@@ -371,11 +353,6 @@ class CycleError(Exception):
     def __init__(self, ids: list[int]) -> None:
         super().__init__(f"dependency cycle among nodes {ids}")
         self.ids = ids
-
-
-def coll_label(op: Op) -> str:
-    coll = op.comm.coll
-    return coll if isinstance(coll, str) else CollectiveType(coll).name
 
 
 __all__ = ["NodeEncoder", "io_field", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]

@@ -3,7 +3,7 @@
 Inputs may be plain JSON, gzip, or members of a (gzipped) tar archive. Layouts: 1.0.1 is flat
 (`parent`, `inputs` as a plain list, `input_shapes`, ...); 1.0.2 and later nest `inputs`/`outputs`
 objects and put `rf_id` etc. in an `attrs` list (looked up by name, never by position; see
-input-formats.md §A). A trace whose observer never finished (no closing `]}`) is repaired by
+docs/input-formats.md §A). A trace whose observer never finished (no closing `]}`) is repaired by
 cutting at the last complete node, and the repair is reported.
 """
 
@@ -22,14 +22,13 @@ from typing import Any, Optional
 import msgspec
 import orjson
 
+from chakra.converters.pytorch.chunked import split_document
+from chakra.converters.pytorch.emit import io_field
+from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
+from chakra.converters.pytorch.roofline import MODELLED, fill_roofline
+from chakra.converters.pytorch.wire import NODE_INPUTS, NODE_OUTPUTS
 from chakra.errors import TraceFormatError
 from chakra.io import input_file_errors
-
-from .chunked import split_document
-from .emit import io_field
-from .ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
-from .roofline import MODELLED, fill_roofline
-from .wire import NODE_INPUTS, NODE_OUTPUTS
 
 KNOWN_BASE_VERSIONS = ("1.0.1", "1.0.2", "1.0.3", "1.0.4", "1.1.0", "1.1.1")
 KNOWN_CHAKRA_SUFFIXES = ("0.0.4", "1.0.0")

@@ -1,6 +1,6 @@
 """Linking ET operators to Kineto events, building ops from Kineto alone, and attaching GPU work.
 
-Key (input-formats.md §A.8): ET `rf_id` == Kineto `Record function id`; traces from before that
+Key (docs/input-formats.md §A.8): ET `rf_id` == Kineto `Record function id`; traces from before that
 arg existed link `rf_id` to `External id`. Every link is checked by name and the match rate is
 reported, because a pair captured over different iterations links by number but not by name.
 GPU activities reach their launching operator through the runtime call with the same
@@ -14,9 +14,8 @@ from operator import attrgetter
 from typing import Any, Optional
 
 from chakra.converters.kineto.trace import KinetoFile
-
-from .comms import nccl_kernel_coll
-from .ops import COMM, CPU, GPU, Op
+from chakra.converters.pytorch.comms import nccl_kernel_coll
+from chakra.converters.pytorch.ops import COMM, CPU, GPU, Op
 
 
 def link_et(ops: dict[int, Op], kf: KinetoFile, stats: dict[str, Any]) -> dict[int, Op]:

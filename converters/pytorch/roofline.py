@@ -11,8 +11,8 @@ from __future__ import annotations
 from math import prod
 from typing import Any
 
-from .comms import tensor_bytes
-from .ops import Op
+from chakra.converters.pytorch.comms import tensor_bytes
+from chakra.converters.pytorch.ops import Op
 
 _ELEMENTWISE = frozenset(
     [

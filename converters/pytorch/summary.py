@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from chakra.cli_common import fmt_bytes
+from chakra.units import fmt_bytes
 
 
 def render(summaries: list[dict[str, Any]], console: Console) -> None:

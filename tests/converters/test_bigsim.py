@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from chakra.converters.bigsim import convert, convert_log, load_logs, read_binary_logs, read_detail_logs
 
+from chakra.converters.bigsim import convert, convert_log, load_logs, read_binary_logs, read_detail_logs
 from chakra.io import read_traces
 from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr, get_int
@@ -75,6 +75,7 @@ def converted(examples: Path, tmp_path_factory) -> dict[str, list]:
     out = tmp_path_factory.mktemp("bigsim_et")
     result = {}
     for case in CASES:
+        (out / case).mkdir()
         assert convert([examples / case], out / case / "trace").paths
         result[case] = read_traces([str(out / case / "trace")])
     return result

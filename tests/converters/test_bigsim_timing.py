@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from chakra.converters.bigsim import TimingSample, read_param_files, read_timing_samples
 
+from chakra.converters.bigsim import TimingSample, read_param_files, read_timing_samples
 from chakra.errors import TraceFormatError
 
 

@@ -1,7 +1,7 @@
 """BigSim log versions 0-6, other machine layouts, MPI collectives, and malformed input.
 
 Only v6 little-endian logs exist as public samples. The v0 log below is packed by hand, field by
-field, to the layout documented in reference/input-formats.md §D (from charm's bigsim_logs.C
+field, to the layout documented in docs/input-formats.md §D (from charm's bigsim_logs.C
 `BgTimeLog::pupCommon` / `BgMsgEntry::pup` and pup.h `machineInfo`), NOT with the package's
 writer. The other versions and layouts are produced by the package's writer, which is first
 shown to reproduce every real v6 sample byte for byte, then read back.
@@ -14,10 +14,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from chakra.converters.bigsim import convert_log, load_logs, read_binary_logs, read_detail_file
 from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_BARRIER, MachineInfo
 from chakra.converters.bigsim.writer import write_binary_logs
-
 from chakra.errors import ChakraError, TraceFormatError
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr, get_int

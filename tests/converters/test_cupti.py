@@ -1,6 +1,6 @@
 """CUPTI JSON records -> Chakra, checked against the nsys path on the same real reports.
 
-There is no public CUPTI activity dump with a fixed format (input-formats.md §C.8), so the record
+There is no public CUPTI activity dump with a fixed format (docs/input-formats.md §C.8), so the record
 files here are written by `export_cupti_records` from the two real nsys samples, or by hand to the
 format documented in docs/nsys.md (small files, said so where they are built).
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
+
 from chakra.converters import cupti, detect
 from chakra.converters.cupti.records import export_cupti_records
 from chakra.converters.nsys import convert_reports
-
 from chakra.errors import TraceFormatError
 from chakra.io import read_trace
 from chakra.schema.attrs import attrs_dict, get_attr

@@ -1,6 +1,6 @@
 """FlexFlow task graph -> per-device Chakra traces.
 
-No public FlexFlow `--taskgraph` file exists (input-formats.md §E.3). The inputs in
+No public FlexFlow `--taskgraph` file exists (docs/input-formats.md §E.3). The inputs in
 tests/data/flexflow/ are built by make_taskgraphs.py to the writer's format exactly as FlexFlow's
 source defines it (`Simulator::simulate_runtime`, `DotFile`, `RecordFormatter`); the legacy
 `npu=` file follows the layout the deprecated Chakra converter read. See that script's docstring.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from chakra.converters import detect
 from chakra.converters import flexflow as ff
-
 from chakra.errors import ChakraError, ConfigError, TraceFormatError
 from chakra.io import read_traces
 from chakra.schema import NodeType

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from chakra.converters.flexflow.dot import DotSyntaxError, _parse_flexflow_fast, _Parser, parse_dot
 from chakra.converters.flexflow.record import RecordError, flatten, parse_record
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gzip
 
 import orjson
+
 from chakra.converters import detect, kineto
 from chakra.converters.pytorch.comms import dtype_bytes, nccl_kernel_coll
-
 from chakra.io import read_trace
 from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr, get_int
@@ -69,7 +69,7 @@ def test_triton_kernel_launched_by_driver_api(samples_dir, tmp_path):
 
 
 def test_kineto_p2p_args_give_the_peer():
-    # Newer Kineto copies Src/Dst Rank onto p2p comm events (input-formats.md §B.4); no sample has
+    # Newer Kineto copies Src/Dst Rank onto p2p comm events (docs/input-formats.md §B.4); no sample has
     # them, so the args dict below is built to that documented format.
     from chakra.converters.pytorch.comms import RECV, SEND, from_kineto_args
 

@@ -7,9 +7,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from chakra.converters import detect
 from chakra.converters.nsys import convert_reports
-
 from chakra.graph import critical_path
 from chakra.io import read_trace, read_traces
 from chakra.schema import NodeType

@@ -2,7 +2,7 @@
 
 Neither sample has NCCL kernels, NVTX ranges, several processes or GPUs, or an older schema
 layout. Each test copies the 2026.1 sample and adds or changes rows following the producer's
-documented schema (column names from the export itself and from input-formats.md §C), so the
+documented schema (column names from the export itself and from docs/input-formats.md §C), so the
 converter still reads a real nsys file with real surrounding tables.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from chakra.converters.nsys import convert_reports
 
+from chakra.converters.nsys import convert_reports
 from chakra.errors import TraceFormatError
 from chakra.io import read_trace, read_traces
 from chakra.schema import CollectiveType, NodeType

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from chakra.converters import detect
 from chakra.converters.pytorch import Options, convert_files
 from chakra.converters.pytorch.comms import nccl_kernel_coll
-
 from chakra.graph import critical_path
 from chakra.io import read_trace, read_traces
 from chakra.schema import CollectiveType, NodeType
@@ -409,7 +409,7 @@ def test_hta_pair_links_by_external_id(samples_dir, tmp_path):
 
 @pytest.mark.parametrize("schema", ["1.0.4-chakra.0.0.4", "1.1.0-chakra.0.0.4", "1.1.1-chakra.1.0.0"])
 def test_schema_versions_without_samples(samples_dir, tmp_path, schema):
-    # No public sample of these exists; per input-formats.md §A.1 their layout equals 1.1.1's, so the
+    # No public sample of these exists; per docs/input-formats.md §A.1 their layout equals 1.1.1's, so the
     # test file is the real mlp ET with only its schema string changed.
     doc = orjson.loads((samples_dir / "pytorch" / "mlp" / "et.0.json").read_bytes())
     doc["schema"] = schema
@@ -530,6 +530,7 @@ def test_typed_records_give_the_same_nodes_as_parsed_dicts(samples_dir):
     ("%f" floats such as "1.000000", written back as orjson spells them) and for edge cases: `null`,
     missing keys, whitespace, escapes, exponents, texts over 16 KB."""
     import msgspec
+
     from chakra.converters.pytorch import et as et_mod
 
     doc_raw = (samples_dir / "pytorch" / "mlp" / "et.0.json").read_bytes()
@@ -563,7 +564,7 @@ def test_typed_records_give_the_same_nodes_as_parsed_dicts(samples_dir):
 
 def test_batched_p2p_kernel_is_split_into_its_sends_and_recvs():
     # No public trace of an NCCL batch_isend_irecv exists; the ops below follow the documented
-    # shape (input-formats.md §A.6, official-chakra.md §2.2): c10d::send / c10d::recv_ calls queued
+    # shape (docs/input-formats.md §A.6, docs/chakra-format.md §2.2): c10d::send / c10d::recv_ calls queued
     # while coalescing, then one ncclDevKernel_SendRecv launched under nccl:coalesced.
     from chakra.converters.pytorch.commmap import map_comms
     from chakra.converters.pytorch.comms import RECV, SEND

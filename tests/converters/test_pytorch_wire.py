@@ -9,8 +9,8 @@ large timestamps (multi-group varints) and empty-but-present strings.
 from __future__ import annotations
 
 import pytest
-from chakra.converters.pytorch import wire
 
+from chakra.converters.pytorch import wire
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import make_attr
 

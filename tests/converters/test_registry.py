@@ -12,9 +12,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
 from chakra.converters import PLUGINS, detect, detect_format, plugins, read_prefix
 from chakra.converters.cupti.records import export_cupti_records
-
 from chakra.errors import InputError
 
 FLEXFLOW = Path(__file__).resolve().parents[1] / "data" / "flexflow"

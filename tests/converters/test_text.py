@@ -1,7 +1,7 @@
 """ASTRA-sim 1.0 text workloads -> Chakra, on the real samples in samples/astrasim/text_workloads/.
 
 Expected values come from the input columns (read here independently of the converter) and from
-ASTRA-sim 1.0's training loops (astra-sim.md §5, official-chakra.md §4).
+ASTRA-sim 1.0's training loops (docs/astra-sim.md §5, docs/chakra-format.md §4).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from chakra.converters import astrasim_text as text_conv
 from chakra.converters import detect
-
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.graph import critical_path
 from chakra.io import read_traces
@@ -102,7 +102,7 @@ def test_micro_sample(text_dir: Path) -> None:
 
 
 def test_written_files_round_trip(text_dir: Path, tmp_path: Path, run_cli) -> None:
-    prefix = tmp_path / "out" / "mlp"
+    prefix = tmp_path / "mlp"
     result = run_cli("convert", "text", str(text_dir / "MLP_ModelParallel.txt"), "--npus", "4", "-o", str(prefix), "-q")
     assert result.exit_code == 0, result.stderr
     traces = read_traces([str(prefix)])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from chakra.converters import astrasim_text as text_conv
 
+from chakra.converters import astrasim_text as text_conv
 from chakra.graph import critical_path
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr, get_int
@@ -33,7 +33,7 @@ def convert(tmp_path, name: str, text: str, **kw) -> text_conv.TextConversion:
 
 @pytest.mark.parametrize("passes", [1, 2])
 def test_resnet50_compute_only_matches_astrasim(tmp_path, passes: int) -> None:
-    # astra-sim.md §4.3: 1,082,450 (x1000 cycles in ASTRA-sim 2) for one pass on every rank.
+    # docs/astra-sim.md §4.3: 1,082,450 (x1000 cycles in ASTRA-sim 2) for one pass on every rank.
     conv = convert(tmp_path, "resnet.txt", RESNET50_DATA, npus=4, passes=passes)
     rows = rows_of(RESNET50_DATA)
     traces = list(conv.traces())
@@ -51,7 +51,7 @@ def test_dlrm_compute_only_and_embedding_waits(tmp_path, keyword: str) -> None:
     text = DLRM_HYBRID.replace("HYBRID_DLRM", keyword, 1)
     conv = convert(tmp_path, "dlrm.txt", text, npus=8, passes=2)
     nodes = conv.nodes
-    assert compute_only(nodes) == 2 * 51_378  # astra-sim.md §4.3: (19,020 + 13,644 + 19,014 - 300)
+    assert compute_only(nodes) == 2 * 51_378  # docs/astra-sim.md §4.3: (19,020 + 13,644 + 19,014 - 300)
     assert len(nodes) == 2 * 32
     by = {}
     for n in nodes[:32]:
@@ -145,8 +145,8 @@ def test_crlf_and_comm_groups_file(tmp_path) -> None:
     path = tmp_path / "custom.txt"
     path.write_bytes(PER_LAYER_CUSTOMIZED.replace("\n", "\r\n").encode())
     conv = text_conv.convert_text(path, npus=16, model_group=4)
-    written = conv.write(tmp_path / "out" / "c")
-    groups_file = tmp_path / "out" / "c.comm_groups.json"
+    written = conv.write(tmp_path / "c")
+    groups_file = tmp_path / "c.comm_groups.json"
     assert groups_file in written and len(written) == 17
     assert orjson.loads(groups_file.read_bytes()) == conv.groups.as_json()
 

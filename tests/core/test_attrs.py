@@ -66,3 +66,11 @@ def test_set_attr_replaces_and_range_checks():
         set_attr(node, "comm_tag", 2**40)  # would not fit int32_val
     set_attr(node, "big", 2**64 - 1)
     assert arm(node, "big") == "uint64_val" and get_attr(node, "big") == 2**64 - 1
+
+
+def test_as_int_is_the_one_integer_coercion():
+    from chakra.schema.attrs import as_int
+
+    assert [as_int(True), as_int(7), as_int(2.9), as_int(-1.5)] == [1, 7, 2, -1]
+    # What the official feeder reads as 0 (strings, lists, absent) and what int() cannot take.
+    assert [as_int("3", 0), as_int([1], 0), as_int(None, 0), as_int(float("nan"), 0)] == [0, 0, 0, 0]

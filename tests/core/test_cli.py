@@ -157,3 +157,13 @@ def test_jsonize_prefix_output_and_dejsonize_refuses_non_json(run_cli, samples_d
     res = run_cli("dejsonize", str(text), "-o", str(tmp_path / "t.0.et"))
     assert res.exit_code == 1 and "not a JSON trace" in res.stderr
     assert not (tmp_path / "t.0.et").exists()
+
+
+def test_stats_counts_compute_without_is_cpu_op_as_device_work(run_cli, samples_dir, tmp_path):
+    # ASTRA-sim text workloads give compute nodes no is_cpu_op; simulators run them as device work.
+    text = samples_dir / "astrasim" / "text_workloads" / "MLP_ModelParallel.txt"
+    assert run_cli("convert", "text", str(text), "--npus", "2", "-o", str(tmp_path / "mlp"), "-q").exit_code == 0
+    res = run_cli("stats", str(tmp_path / "mlp"), "--json")
+    rank0 = orjson.loads(res.stdout)["ranks"]["0"]
+    assert rank0["cpu_compute_us"] == 0
+    assert rank0["gpu_compute_us"] == rank0["compute_us"] == 195_206

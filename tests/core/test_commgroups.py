@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from chakra.converters.pytorch import Options, convert_files
-
 from chakra.commgroups import find_beside, groups_beside, metadata_groups, strip_metadata, write_comm_groups
+from chakra.converters.pytorch import Options, convert_files
 from chakra.dsl import Workload
 from chakra.io import read_trace, read_traces
 from chakra.schema import NodeType

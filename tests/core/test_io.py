@@ -158,3 +158,33 @@ def test_gzip_truncation_is_reported(tmp_path):
         read_trace(path)
     assert str(path) in str(info.value)
     assert gzip  # the module under test is gzip-backed
+
+
+def test_output_set_is_all_or_nothing_and_track_inputs_guards_inputs(tmp_path, samples_dir):
+    import os
+
+    import pytest
+
+    from chakra.errors import OutputError
+    from chakra.io import atomic_output, output_set, read_trace, track_inputs
+
+    with pytest.raises(RuntimeError), output_set():
+        for r in range(3):
+            with atomic_output(tmp_path / f"x.{r}.txt", "w") as f:
+                f.write("data")
+        raise RuntimeError("rank 3 failed")
+    assert list(tmp_path.iterdir()) == []  # neither the finished files nor their temp files
+    with output_set():
+        with output_set(), atomic_output(tmp_path / "a.txt", "w") as f:  # a nested set joins the outer one
+            f.write("a")
+        assert not (tmp_path / "a.txt").exists()
+    assert (tmp_path / "a.txt").read_text() == "a"
+    # An input of the running command, under another spelling (a hard link), is never an output.
+    src = tmp_path / "in.0.et"
+    src.write_bytes((samples_dir / "astrasim" / "all_reduce_8npus_1MB" / "all_reduce.0.et").read_bytes())
+    os.link(src, tmp_path / "alias.et")
+    with track_inputs():
+        read_trace(src)
+        with pytest.raises(OutputError, match="also an input"), atomic_output(tmp_path / "alias.et") as f:
+            f.write(b"x")
+    assert read_trace(src).nodes

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from chakra.converters.pytorch.driver import convert_files
 
+from chakra.converters.pytorch.driver import convert_files
 from chakra.distributed.batch import convert_batch
 from chakra.distributed.inputs import by_rank, expand, rank_of
 from chakra.distributed.replicate import replicate_pair
@@ -46,6 +46,7 @@ def test_batch_matches_the_single_process_converter(client, ddp2, tmp_path):
     assert [o.rank for o in result.ranks] == [0, 1]
     assert not result.failed and result.report.ok and result.workers == 2
     ets, kins = sorted(ddp2.glob("et.*.json")), sorted(ddp2.glob("kineto.*.json"))
+    (tmp_path / "ref").mkdir()
     convert_files(ets, kins, tmp_path / "ref" / "ddp")
     for r in (0, 1):
         assert (tmp_path / "out" / f"ddp.{r}.et").read_bytes() == (tmp_path / "ref" / f"ddp.{r}.et").read_bytes()
@@ -96,6 +97,7 @@ def test_nsys_reports_convert_one_task_each(client, samples_dir, tmp_path):
 
     reports = sorted((samples_dir / "nsys").glob("*.sqlite"))
     result = convert_batch("nsys", reports, tmp_path / "b" / "x", client=client)
+    (tmp_path / "r").mkdir()
     ref = convert_reports(reports, tmp_path / "r" / "x")
     assert [o.rank for o in result.ranks] == [r.rank for r in ref.ranks]
     for r in ref.ranks:

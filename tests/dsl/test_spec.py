@@ -53,7 +53,7 @@ def test_docs_python_blocks_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for block in blocks:
         exec(compile(block, "docs/dsl.md", "exec"), {"__name__": "docs_example"})  # noqa: S102 - our own docs
-    assert len(list(tmp_path.glob("out/quickstart.*.et"))) == 4
+    assert len(list(tmp_path.glob("quickstart.*.et"))) == 4
 
 
 def test_bad_yaml_is_one_clear_error(tmp_path, run_cli):

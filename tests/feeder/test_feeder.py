@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from chakra.feeder import ETFeeder, FeederError
 
 from chakra.errors import TraceFormatError
+from chakra.feeder import ETFeeder, FeederError
 from chakra.io import write_trace
 from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr

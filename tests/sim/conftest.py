@@ -12,7 +12,7 @@ from chakra.trace import Trace, make_node
 
 RT = "astrasim/configs_rt_template"
 
-# ASTRA-sim's regression system config (astra-sim.md §2.2); Ring_4chunks.json is the same with
+# ASTRA-sim's regression system config (docs/astra-sim.md §2.2); Ring_4chunks.json is the same with
 # local-mem-bw 1600 (examples/system/native_collectives/Ring_4chunks.json).
 RT_SYSTEM = {
     "scheduling-policy": "LIFO",
@@ -30,7 +30,7 @@ RT_SYSTEM = {
 
 
 def write_network(path: Path, topology, npus, bw, lat) -> Path:
-    """An analytical network YAML in ASTRA-sim's format (astra-sim.md §2.3)."""
+    """An analytical network YAML in ASTRA-sim's format (docs/astra-sim.md §2.3)."""
     path.write_text(
         f"topology: [ {', '.join(topology)} ]\nnpus_count: [ {', '.join(map(str, npus))} ]\n"
         f"bandwidth: [ {', '.join(map(str, bw))} ]  # GB/s\nlatency: [ {', '.join(map(str, lat))} ]  # ns\n"

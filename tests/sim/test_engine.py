@@ -257,7 +257,7 @@ def test_timeline_log_format(tmp_path, rt_dir):
     assert lines[0] == 'issue,0,0,0,"all_reduce, ""grad"""'
     assert lines[1] == "issue,1,0,1,all_reduce_1MB"
     assert lines[8] == 'callback,0,117780,0,"all_reduce, ""grad"""'
-    from chakra.visualizers.simlog import iter_records
+    from chakra.simlog import iter_records
 
     recs = list(iter_records(log))
     assert recs[0][:5] == ("issue", 0, 0, 0, 'all_reduce, "grad"')

@@ -1,4 +1,4 @@
-"""Parity with ASTRA-sim: the regression case (astra-sim.md §4.1) and the derived cases (§4.2).
+"""Parity with ASTRA-sim: the regression case (docs/astra-sim.md §4.1) and the derived cases (§4.2).
 
 ASTRA-sim 2.x (518bd51) gives exactly these numbers; the 117,780 ns reference is its own CI output
 (`refs_stdout.txt`, shipped in the samples).
@@ -70,7 +70,7 @@ def test_derived_ring_4chunks(tmp_path, npus, ctype, expected, congestion):
 
 
 def test_hierarchical_all_reduce_composes_phases(tmp_path):
-    """Ring 2 x Ring 4, one chunk, localBWAware: RS(d0) -> AR(d1) -> AG(d0), closed forms of §3.6."""
+    """Ring 2 x Ring 4, one chunk, localBWAware: RS(d0) -> AR(d1) -> AG(d0), closed forms of docs/astra-sim.md §3.6."""
     net = write_network(tmp_path / "n.yml", ["Ring", "Ring"], [2, 4], [50.0, 100.0], [500.0, 200.0])
     system = write_system(
         tmp_path / "s.json",

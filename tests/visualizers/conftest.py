@@ -1,6 +1,6 @@
 """Visualizer test fixtures: traces built with chakra.trace.make_node that mimic real converter output.
 
-`pytorch_like` follows the official PyTorch converter's output (official-chakra.md §2.2): the
+`pytorch_like` follows the official PyTorch converter's output (docs/chakra-format.md §2.2): the
 host call tree in ctrl_deps (one parent per node), the host ops flattened into one data-dep chain
 in pre-order, GPU kernels right after their launcher with a data dep on it, NCCL kernels as
 COMM_COLL nodes with comm_type/comm_size, a profiler step annotation around each iteration.

@@ -11,13 +11,13 @@ from pathlib import Path
 import networkx as nx
 import pydot
 import pytest
-from chakra.visualizers import graph as graph_mod
-from chakra.visualizers.graph import TooManyNodes, choose_view, visualize
-from chakra.visualizers.select import Filters
 
 from chakra.io import read_traces, write_rank_traces, write_trace
 from chakra.schema import NodeType
 from chakra.trace import Trace, make_node
+from chakra.visualizers import graph as graph_mod
+from chakra.visualizers.graph import TooManyNodes, choose_view, visualize
+from chakra.visualizers.select import Filters
 
 HAVE_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
@@ -273,10 +273,9 @@ def test_too_big_even_collapsed_draws_a_window_and_the_hint_works(tmp_path):
     """An ET-only conversion has no times and no call tree to group by: the default view still
     draws something (the lowest ids of the first rank, within --max-nodes) and its --ids hint
     selects exactly a drawable window (ids are not in file order here)."""
-    from chakra.visualizers.select import Filters
-
     from chakra.schema import NodeType
     from chakra.trace import make_node
+    from chakra.visualizers.select import Filters
 
     ids = list(range(5000, 0, -1))  # reversed: file order is not id order
     words = ["matmul", "relu", "gelu", "softmax", "dropout", "layernorm", "embedding"]

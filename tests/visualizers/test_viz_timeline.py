@@ -15,14 +15,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from chakra.visualizers.chrome_trace import load_schema
-from chakra.visualizers.simlog import iter_records, looks_like_log
-from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
 from chakra.errors import TraceFormatError
 from chakra.io import read_traces, write_rank_traces
 from chakra.schema import NodeType
+from chakra.simlog import iter_records, looks_like_log
 from chakra.trace import Trace, make_node
+from chakra.visualizers.chrome_trace import load_schema
+from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
 SCHEMA = load_schema()
 
@@ -290,7 +290,7 @@ def test_converted_pytorch_trace_timeline(samples_dir, tmp_path):
 
 
 def test_official_key_value_spelling_and_flows_need_a_trace(tmp_path, run_cli):
-    # The spelling the official chakra_timeline_visualizer splits on "=" (official-chakra.md §6.3).
+    # The spelling the official chakra_timeline_visualizer splits on "=" (docs/chakra-format.md §6.3).
     log = _write(
         tmp_path / "k.log",
         [
@@ -304,3 +304,10 @@ def test_official_key_value_spelling_and_flows_need_a_trace(tmp_path, run_cli):
     assert ev[0]["name"] == "COMP_NODE_x" and ev[0]["tid"] == 2
     res = run_cli("timeline", str(log), "--flows", "-o", str(tmp_path / "f.json"))
     assert res.exit_code == 1 and "--trace" in res.stderr
+
+
+def test_op_never_called_back_is_named_by_its_issue_line(tmp_path):
+    log = _write(tmp_path / "open.csv", ["issue,0,0,1,a", "issue,0,5,2,b", "callback,0,10,1,a"])
+    result = timeline_from_log(log, tmp_path / "o.json")
+    assert result.complete_events == 1
+    assert any("node 2 on NPU 0 (line 2)" in w for w in result.warnings), result.warnings

@@ -181,3 +181,35 @@ def test_write_then_analyze_recorded_schedule(tmp_path, run_cli):
     write_rank_traces(tmp_path / "rec", [Trace(nodes=[a, b], rank=0)])
     rep = json.loads(run_cli("analyze", str(tmp_path / "rec"), "--schedule", "recorded", "--json").stdout)
     assert rep["ranks"]["0"]["breakdown"]["step"] == 25_000 and rep["ranks"]["0"]["breakdown"]["idle"] == 10_000
+
+
+def test_analyze_and_timeline_read_both_log_spellings(run_cli, samples_dir, tmp_path):
+    """One log reader: `analyze`, `diff` and `timeline` take our CSV log and ASTRA-sim's output alike.
+
+    The ASTRA-sim spelling is built from our own simulator's log of the all-reduce sample in the
+    format ASTRA-sim's workload prints (`issue,sys->id=N, tick=T, node->id=I, node->name=X,
+    node->type=K` behind spdlog's `[time] [logger] [level]` prefix, among other program output).
+    """
+    csv_log = tmp_path / "sim.csv"
+    prefix = samples_dir / "astrasim" / "all_reduce_8npus_1MB" / "all_reduce"
+    assert run_cli("simulate", str(prefix), "--log", str(csv_log), "-q").exit_code == 0
+    lines = ["ring of node 0, id: 0 dimension: local total nodes in ring: 8"]
+    for row in csv_log.read_text().splitlines():
+        ev, npu, t, nid, name = row.split(",", 4)
+        lines.append(
+            f"[2026-11-23 10:00:00.000] [workload] [debug] {ev},sys->id={npu}, tick={t}, node->id={nid}, "
+            f"node->name={name}, node->type=7"
+        )
+    lines.append("sys[0] finished, 117780 cycles, exposed communication 117780 cycles.")
+    astra_log = tmp_path / "astra.log"
+    astra_log.write_text("\n".join(lines) + "\n")
+    reports = []
+    for log in (csv_log, astra_log):
+        res = run_cli("analyze", str(log), "--json")
+        assert res.exit_code == 0, res.stderr
+        reports.append(json.loads(res.stdout)["ranks"])
+        assert run_cli("timeline", str(log), "-o", str(log) + ".json", "-q").exit_code == 0
+    assert reports[0] == reports[1]
+    assert len(reports[0]) == 8 and {r["finish_ns"] for r in reports[0].values()} == {117_780}
+    res = run_cli("diff", str(csv_log), str(astra_log), "--json")
+    assert res.exit_code == 0, res.stderr

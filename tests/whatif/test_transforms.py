@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from chakra.errors import ChakraError, InputError
+from chakra.schema.kinds import resource_of
 from chakra.sim import simulate
 from chakra.sim.policies import PriorityPolicy, custom, get_policy, priority_policy
-from chakra.sim.transforms import Graph, by_annotation, by_name, by_resource, by_type, resource_of
+from chakra.sim.transforms import Graph, by_annotation, by_name, by_resource, by_type
 from chakra.trace import Trace
 
 from .helpers import T, allreduce, cpu, cpu_gpu_trace

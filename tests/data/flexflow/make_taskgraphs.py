@@ -1,6 +1,6 @@
 """Writes the hand-built FlexFlow task graphs in this folder (run: python make_taskgraphs.py).
 
-No public FlexFlow `--taskgraph` output exists (input-formats.md §E.3), so these files are built
+No public FlexFlow `--taskgraph` output exists (docs/input-formats.md §E.3), so these files are built
 to the writer's format exactly as FlexFlow's source defines it (flexflow/FlexFlow
 `Simulator::simulate_runtime` with `DotFile<SimTask*>` and `RecordFormatter`):
 
@@ -91,7 +91,7 @@ MODEL_PARALLEL = [
 
 
 def write_legacy(path: Path) -> None:
-    """The `npu=` labelled variant the deprecated Chakra converter read (input-formats.md §E.2).
+    """The `npu=` labelled variant the deprecated Chakra converter read (docs/input-formats.md §E.2).
 
     Fields: npu | name | (unused) | COMP_NODE | wall_clock_time=<s>, or
     npu | name | (unused) | COMM_SEND_RECV_NODE | comm_src= | comm_dst= | comm_size=<bytes>.

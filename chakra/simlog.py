@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional, Union
 
-from chakra.errors import InputError, TraceFormatError
+from chakra.errors import TraceFormatError
+from chakra.io import input_file_errors
 
 _KEYED_RE = re.compile(
     r"(issue|callback),\s*[^=,\s]+=(\d+),\s*[^=,\s]+=(\d+),\s*[^=,\s]+=(\d+),\s*[^=,\s]+=(.*?)"
@@ -41,12 +42,8 @@ Record = tuple[str, int, int, int, str, Optional[int], int]
 def iter_records(path: Union[str, Path]) -> Iterator[Record]:
     """Yield every issue/callback record of a log, in file order; errors name the line."""
     path = Path(path)
-    try:
+    with input_file_errors(path, "simulator log"):
         f = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a simulator log") from None
     with f:
         # Find the first record to fix the mode; remember the first line a CSV log could not hold.
         junk: Optional[int] = None
