@@ -9,6 +9,7 @@ so validating a trace with a million broken nodes stays cheap.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -114,6 +115,8 @@ def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
     if attr is None:
         return None
     v = attr_value(attr)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # NaN/infinity: no usable number, reported like a missing one
     if isinstance(v, (bool, int, float)):
         return int(v)
     return None
@@ -244,7 +247,7 @@ def parse_process_groups(metadata_node: pb.Node) -> dict[str, list[int]]:
             for pg in value:
                 name = pg.get("pg_name")
                 ranks = pg.get("ranks")
-                if name is None or not isinstance(ranks, list):
+                if name is None or not isinstance(ranks, list) or not all(type(r) is int for r in ranks):
                     continue
                 groups[str(name)] = [int(r) for r in ranks]
             return groups

@@ -31,23 +31,27 @@ def parse_pg_list(text: str) -> dict[str, list[int]]:
     for candidate in (text, text[2:-2] if len(text) > 4 else ""):
         if not candidate:
             continue
+        # RecursionError: absurdly nested text is not a process-group list either
         try:
             obj = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             try:
                 obj = json.loads(candidate.replace("'", '"'))
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
         if isinstance(obj, str):  # JSON encoded twice
             try:
                 obj = json.loads(obj)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
         found = {}
-        for pg in _walk(obj):
-            ranks = pg.get("ranks")
-            if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
-                found[str(pg["pg_name"])] = list(ranks)
+        try:
+            for pg in _walk(obj):
+                ranks = pg.get("ranks")
+                if isinstance(ranks, list) and all(type(r) is int for r in ranks):
+                    found[str(pg["pg_name"])[:200]] = list(ranks)
+        except RecursionError:
+            continue
         if found:
             return found
     return {}
