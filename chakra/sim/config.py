@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, excerpt
 
 PathLike = Union[str, os.PathLike]
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -185,10 +185,9 @@ def _value_error(exc: ValueError) -> str:
 
 
 def _short(value: Any) -> str:
-    text = (
-        repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"
-    )
-    return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, int) and value.bit_length() > 100:  # str() of a huge int may itself fail
+        return f"an integer of {value.bit_length()} bits"
+    return excerpt(value)
 
 
 def load_network(path: PathLike) -> NetworkConfig:
