@@ -33,7 +33,7 @@ SIZE_ENV = "CHAKRA_MAX_INPUT_BYTES"
 DEFAULT_MAX_RATIO = 200
 DEFAULT_MAX_BYTES = 64 << 30
 # Below this much output the ratio is not judged: small files and gzip headers are noise.
-_RATIO_FLOOR = 32 << 20
+_RATIO_FLOOR = 8 << 20
 _STEP = 1 << 20  # decompressed bytes per internal read: the granularity of the limit checks
 _ERRORS = (OSError, EOFError, zlib.error)  # gzip.BadGzipFile is an OSError
 
