@@ -19,7 +19,6 @@ format, prints the counts and writes each crashing input with its command to a f
 from __future__ import annotations
 
 import argparse
-import base64
 import gzip
 import json
 import math
@@ -237,7 +236,11 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> None:
             elif cols and count:
                 col = rng.choice(cols)
                 value = rng.choice(["abc", "", 1e308, -1, -4, 2**63 - 1, -(2**63), 3.5, b"\x00\x01", None, 0])
-                where = "" if op == "null" else f" WHERE rowid IN (SELECT rowid FROM \"{table}\" ORDER BY random() LIMIT {rng.randint(1, 5)})"
+                where = (
+                    ""
+                    if op == "null"
+                    else f' WHERE rowid IN (SELECT rowid FROM "{table}" ORDER BY random() LIMIT {rng.randint(1, 5)})'
+                )
                 con.execute(f'UPDATE "{table}" SET "{col}" = ?{where}', (value,))
         con.commit()
     except sqlite3.Error:
@@ -518,7 +521,9 @@ def case_flexflow(rng: random.Random, seeds: Path, d: Path, out: Path) -> Case:
     src = _pick(rng, [REPO / "tests" / "data" / "flexflow" / n for n in ("dp2_taskgraph.dot", "mp2_taskgraph.dot")])
     dst = d / "taskgraph.dot"
     dst.write_bytes(mutate_bytes(rng, src.read_bytes()))
-    return Case(["convert", "flexflow", str(dst), "--placement", "*=0-1", "--bandwidth", "16", "-o", str(out / "o")], [dst])
+    return Case(
+        ["convert", "flexflow", str(dst), "--placement", "*=0-1", "--bandwidth", "16", "-o", str(out / "o")], [dst]
+    )
 
 
 def case_text(rng: random.Random, seeds: Path, d: Path, out: Path) -> Case:
@@ -588,8 +593,9 @@ def _signature(exc: BaseException) -> str:
 
 
 def _run_feeder(path: str) -> int:
-    from chakra.errors import ChakraError
     from chakra.feeder import ETFeeder
+
+    from chakra.errors import ChakraError
 
     try:
         feeder = ETFeeder(path)
@@ -740,7 +746,13 @@ def _worker(task: tuple[str, int, int, bool]) -> Outcome:
 
 
 def run_cases(
-    formats: list[str], count: Optional[int], seeds: Path, *, jobs: int = 2, base_seed: int = 0, keep: bool = False,
+    formats: list[str],
+    count: Optional[int],
+    seeds: Path,
+    *,
+    jobs: int = 2,
+    base_seed: int = 0,
+    keep: bool = False,
     first: int = 0,
 ) -> list[Outcome]:
     tasks = [
@@ -749,8 +761,9 @@ def run_cases(
         for i in range(first, first + (count if count is not None else TARGETS[fmt][1]))
     ]
     # Warm the imports once in the parent: forked workers share them.
-    import chakra.cli  # noqa: F401
     import chakra.feeder  # noqa: F401
+
+    import chakra.cli  # noqa: F401
 
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(jobs, initializer=_init_worker, initargs=(seeds,), maxtasksperchild=100) as pool:
