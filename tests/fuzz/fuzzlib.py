@@ -546,18 +546,18 @@ def case_text(rng: random.Random, seeds: Path, d: Path, out: Path) -> Case:
 #: fuzz test within a few minutes on two cores; `make fuzz N=...` runs N per format.
 TARGETS: dict[str, tuple[Callable[..., Case], int]] = {
     "et": (case_et, 200),
-    "et-semantic": (case_et_semantic, 100),
-    "json": (case_json, 150),
-    "config": (case_config, 100),
-    "comm-group": (case_comm_group, 40),
-    "simlog": (case_simlog, 100),
-    "pytorch": (case_pytorch, 60),
-    "kineto": (case_kineto, 60),
-    "nsys": (case_nsys, 40),
-    "cupti": (case_cupti, 60),
-    "bigsim": (case_bigsim, 80),
-    "flexflow": (case_flexflow, 40),
-    "text": (case_text, 80),
+    "et-semantic": (case_et_semantic, 200),
+    "json": (case_json, 200),
+    "config": (case_config, 200),
+    "comm-group": (case_comm_group, 100),
+    "simlog": (case_simlog, 200),
+    "pytorch": (case_pytorch, 150),
+    "kineto": (case_kineto, 150),
+    "nsys": (case_nsys, 100),
+    "cupti": (case_cupti, 150),
+    "bigsim": (case_bigsim, 150),
+    "flexflow": (case_flexflow, 100),
+    "text": (case_text, 150),
 }
 
 

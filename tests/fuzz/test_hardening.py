@@ -289,6 +289,7 @@ def _network(samples_dir: Path) -> Path:
         ("latency: [ " + "9" * 5000 + " ]", "thousands of digits"),
         ("latency: " + "[" * 5000 + "1" + "]" * 5000, "nested too deeply"),
     ],
+    ids=["nan", "huge-float", "5000-digits", "deep-nesting"],
 )
 def test_bad_network_config(samples_dir, tmp_path, run_cli, text, needle):
     lines = [x for x in _network(samples_dir).read_text().splitlines() if not x.startswith("latency")]
@@ -306,6 +307,7 @@ def test_bad_network_config(samples_dir, tmp_path, run_cli, text, needle):
         ("9" * 5000, "thousands of digits"),
         ("[" * 100000 + "]" * 100000, "nested too deeply"),
     ],
+    ids=["int64-max", "2^64", "5000-digits", "deep-nesting"],
 )
 def test_bad_system_config(samples_dir, tmp_path, run_cli, value, needle):
     text = (samples_dir / "astrasim" / "configs_rt_template" / "system_cfg.json").read_text()
