@@ -387,13 +387,16 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
 
     The simulator's rules, as a graph over every node of every rank: a node waits for its parents;
     a receive waits for the send it pairs with (the k-th send and k-th receive of one
-    (src, dst, tag), sends being eager); the k-th collective of a process group completes only
-    when every member has issued its k-th one (a barrier node waiting for all their parents).
+    (src, dst, tag), sends being eager); the k-th modelled collective of a process group
+    completes only when every member has issued its k-th one (a barrier node waiting for all
+    their parents). This is the default (non-replay) communication mode.
     Kahn's algorithm then finds the nodes that can never run; walking back from one of them
     along never-ready predecessors yields a cycle, reported when it crosses ranks (a cycle
     inside one rank is already reported by the per-rank check). Unmatched sends/receives and
     collective-count mismatches are reported elsewhere and do not block here.
     """
+    from chakra.sim.collectives import MODELLED
+
     index: dict[tuple[int, int], int] = {}
     where: list[tuple[int, int, int]] = []  # position -> (rank, node id, type); barriers: (-1, pg seq, -1)
     for t in traces:
@@ -416,15 +419,19 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
             if n.type in COMM_NODE_TYPES:
                 amap = _attr_map(n)
                 if n.type == NodeType.COMM_COLL_NODE:
+                    # only the types the simulator models, with a size, rendezvous; it replays
+                    # the others from their recorded duration without waiting for anyone
+                    if _num(amap.get("comm_type")) not in MODELLED or "comm_size" not in amap:
+                        continue
                     pg = amap.get("pg_name")
                     name = str(attr_value(pg) or "") if pg is not None else ""
                     k = seq[(r, name)]
                     seq[(r, name)] = k + 1
                     colls[(name, k)].append(me)
                 elif n.type == NodeType.COMM_SEND_NODE:
-                    sends[(r, _num(amap.get("comm_dst")), _num(amap.get("comm_tag")))].append(me)
+                    sends[(r, _num(amap.get("comm_dst")), _num(amap.get("comm_tag")) or 0)].append(me)
                 else:
-                    recvs[(_num(amap.get("comm_src")), r, _num(amap.get("comm_tag")))].append(me)
+                    recvs[(_num(amap.get("comm_src")), r, _num(amap.get("comm_tag")) or 0)].append(me)
     for key, rlist in recvs.items():
         for s_pos, r_pos in zip(sends.get(key, ()), rlist):
             preds[r_pos].append(s_pos)
