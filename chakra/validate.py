@@ -303,7 +303,8 @@ def check_cross_rank(traces: Sequence[Trace], report: Report) -> None:
         if pg == "":
             members = sorted(present)
         elif pg in groups:
-            members = [r for r in groups[pg] if r in present]
+            # PyTorch lists the default (world) group with "ranks": [] meaning every rank
+            members = [r for r in (groups[pg] or sorted(present)) if r in present]
         else:
             members = sorted(r for r, (colls, _, _) in per_rank.items() if pg in colls)
         if len(members) < 2:

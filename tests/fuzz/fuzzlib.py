@@ -686,6 +686,12 @@ def run_case(fmt: str, case: int, seeds: Path, base_seed: int = 0, keep_inputs: 
             left = _files_under(out) + [f"$TMPDIR/{x}" for x in _files_under(tmp)]
             if left:
                 outcome.kind, outcome.signature, outcome.detail = "leftover", "leftover", ", ".join(left[:5])
+        if outcome.kind == "error" and c.args[0] == "simulate" and "deadlock" in stderr:
+            # oracle: validate must fail a trace the simulator deadlocks on
+            check = CliRunner().invoke(app, ["validate", c.args[1]], catch_exceptions=True)
+            if check.exit_code == 0:
+                outcome.kind, outcome.signature = "crash", "validate-passes-what-simulate-deadlocks-on"
+                outcome.detail = stderr[-300:]
         if peak > MEM_BOUND_MB * 1024 and peak > before:
             outcome.kind, outcome.signature = "memory", f"peak RSS {peak // 1024} MB"
     except _Timeout:
