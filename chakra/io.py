@@ -380,9 +380,19 @@ class TraceReader:
 
 
 def is_json_file(path: PathLike) -> bool:
-    """True when the (possibly gzipped) file's first non-blank byte opens a JSON document."""
+    """True when the (possibly gzipped) file's first non-blank byte opens a JSON document.
+
+    Only JSON's own whitespace is skipped: a `.et` file starts with a length prefix, a field tag
+    and a string length, and with bytes.lstrip()'s wider set (vertical tab, form feed) a
+    GlobalMetadata whose version starts with "{" could pass for JSON.
+    """
+    name = os.fspath(path)
+    # A file named .et is a stream, whatever its first byte: it may well be "[" or "{" (the
+    # length prefix of a 91- or 123-byte GlobalMetadata).
+    if name.endswith((".et", ".et.gz")):
+        return False
     with open_binary(path) as f:
-        head = f.read(64).lstrip()
+        head = f.read(64).lstrip(b" \t\n\r")
     return head[:1] in (b"{", b"[")
 
 

@@ -24,8 +24,9 @@ U64 = st.integers(0, (1 << 64) - 1)
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 U32 = st.integers(0, (1 << 32) - 1)
-F64 = st.floats(allow_nan=True, allow_infinity=True)
-F32 = st.floats(width=32, allow_nan=True, allow_infinity=True)
+# JSON spells every NaN "NaN": the sign and payload bits of other NaNs cannot survive the trip
+F64 = st.floats(allow_nan=False) | st.just(math.nan)
+F32 = st.floats(width=32, allow_nan=False) | st.just(math.nan)
 TEXT = st.text(max_size=20)
 BYTES = st.binary(max_size=20)
 
