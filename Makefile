@@ -5,7 +5,7 @@ CHAKRA := $(VENV)/bin/chakra
 SAMPLES ?= $(abspath tests/data/samples)
 OUT ?= out
 
-.PHONY: setup system-deps test lint demo check bench proto clean
+.PHONY: setup system-deps test lint demo check bench proto clean fuzz
 
 setup: $(VENV)/.installed system-deps
 
@@ -34,6 +34,13 @@ demo: setup
 # The committed HEAD, cloned alone into an empty temp folder, runs `make demo` (tools/bare_clone_check.sh).
 check:
 	@bash tools/bare_clone_check.sh
+# Seeded mutation fuzzing of every input format: N cases per format (FORMAT=et to pick one, SEED
+# for other inputs). Prints per-format counts; crashing inputs go to $(OUT)/fuzz-crashes.
+N ?= 2000
+SEED ?= 0
+fuzz: setup
+	CHAKRA_SAMPLES=$(SAMPLES) $(PY) tests/fuzz/fuzzlib.py --count $(N) --seed $(SEED) \
+	  $(if $(FORMAT),--format $(FORMAT)) --out $(OUT)/fuzz-crashes --work $(OUT)/fuzz-work
 
 bench: setup
 	$(PY) bench/io_bench.py

@@ -145,10 +145,13 @@ def parse_pg_list(text: str) -> dict[str, list[int]]:
         if obj is None:
             continue
         found = {}
-        for pg in _walk(obj):
-            ranks = pg.get("ranks")
-            if isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-                found[str(pg["pg_name"])] = list(ranks)
+        try:
+            for pg in _walk(obj):
+                ranks = pg.get("ranks")
+                if isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+                    found[str(pg["pg_name"])[:200]] = list(ranks)  # a name, not a payload
+        except RecursionError:  # absurdly nested text is not a process-group list either
+            continue
         if found:
             return found
     return {}

@@ -5,9 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+#: An error line longer than this is cut in the middle: messages quote offending values, and a
+#: fuzzed or corrupt input can make those megabytes long.
+MAX_MESSAGE = 600
+
+
+def excerpt(value: object, width: int = 60) -> str:
+    """repr() of a value for an error message, at most `width` characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
 
 class ChakraError(Exception):
     """Base for every error caused by the user's input, files or options (exit code 1)."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if len(text) <= MAX_MESSAGE:
+            return text
+        head, tail = MAX_MESSAGE * 2 // 3, MAX_MESSAGE // 4
+        return f"{text[:head]} ...[{len(text) - head - tail:,} characters cut]... {text[-tail:]}"
 
 
 class TraceFormatError(ChakraError):
@@ -49,9 +66,3 @@ class ConfigError(ChakraError):
 
 class OutputError(ChakraError):
     """An output cannot be written where asked: missing directory, symlink, device, or an input."""
-
-
-def excerpt(value: object, limit: int = 60) -> str:
-    """A value as it may appear in a one-line error: its repr, cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

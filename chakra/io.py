@@ -6,7 +6,8 @@ Unlike the official reader, a zero-length message is a valid empty message (a No
 field at its default serializes to nothing), and a truncated or corrupt stream is an error naming
 the file, the message index and the byte offset, never a silent end.
 
-gzip: detected on read by the magic bytes 1f 8b; chosen on write by a `.gz` suffix. Offsets in
+gzip: detected on read by the magic bytes 1f 8b (un-gzipped by `chakra.compression`, which
+refuses corrupt data and decompression bombs); chosen on write by a `.gz` suffix. Offsets in
 errors on gzip files count uncompressed bytes.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import io
 import os
 import re
 import stat
@@ -27,15 +29,17 @@ from typing import IO, BinaryIO, Optional, Union
 
 from google.protobuf.message import DecodeError
 
+from chakra.compression import open_input
 from chakra.errors import InputError, OutputError, TraceFormatError
 from chakra.schema import pb
 from chakra.trace import Trace
 
 PathLike = Union[str, os.PathLike]
 
-GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)$")
+MAX_MESSAGE_BYTES = (2 << 30) - 1  # protobuf cannot parse a bigger message
+MAX_EMPTY_MESSAGES = 1000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,14 +76,12 @@ def input_file_errors(path: PathLike, what: str = "trace file") -> Iterator[None
 
 
 def open_binary(path: PathLike) -> BinaryIO:
-    """Open for reading, transparently gunzipping when the file starts with the gzip magic."""
-    with input_file_errors(path):
-        raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
-    head = raw.read(2)
-    raw.seek(0)
-    if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+    """Open for reading, transparently gunzipping when the file starts with the gzip magic.
+
+    The gunzip is `chakra.compression`'s: corrupt data and decompression bombs become one
+    TraceFormatError naming the file.
+    """
+    return open_input(path)
 
 
 def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> Iterator[tuple[int, int, list[bytes]]]:
@@ -92,6 +94,8 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
     own = stream is None
     f = open_binary(path) if own else stream
     assert f is not None
+    total = _plain_size(f)
+    empties = 0
     index = 0
     base = 0  # file offset of buf[0]
     buf = b""
@@ -147,6 +151,8 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
                         )
                 if q > n or (q == n and buf[q - 1] >= 0x80):
                     break
+                if length > MAX_MESSAGE_BYTES:
+                    _too_long(path, length, index + len(batch), base + pos)
                 end = q + length
                 if end > n:
                     break
@@ -154,6 +160,18 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
                 pos = end
             index += len(batch)
             if batch:
+                # A zero-length message is an empty Node (id 0); a real trace has at most one, so
+                # many of them mean a run of zero bytes (e.g. a gzip bomb of zeros), which would
+                # otherwise become millions of nodes.
+                empties += batch.count(b"\x00")
+                if empties > MAX_EMPTY_MESSAGES:
+                    raise TraceFormatError(
+                        path,
+                        f"more than {MAX_EMPTY_MESSAGES} empty (zero-length) messages: not a Chakra trace "
+                        "(a run of zero bytes?)",
+                        index=first_index,
+                        offset=first_offset,
+                    )
                 yield first_index, first_offset, batch
                 continue
             # Not even one whole message buffered: read until the pending one fits, or fail.
@@ -166,11 +184,40 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
                     offset=base + pos,
                 )
             need = _peek_length(buf, pos)
+            if need[0] > MAX_MESSAGE_BYTES:
+                _too_long(path, need[0], index, base + pos)
+            if need[0] >= 0 and total is not None and base + need[1] + need[0] > total:
+                # Known file size: say so now instead of trying to read what is not there.
+                raise TraceFormatError(
+                    path,
+                    f"truncated: message of {need[0]} bytes but only {total - base - need[1]} remain",
+                    index=index,
+                    offset=base + pos,
+                )
             want = max(_CHUNK, (need[1] + need[0]) - n if need[0] >= 0 else _CHUNK)
             buf, base, pos, eof = _refill(f, path, buf, base, pos, want, index)
     finally:
         if own:
             f.close()
+
+
+def _plain_size(f: BinaryIO) -> Optional[int]:
+    """Size of a plain (not decompressed) file, to bound declared message lengths; else None."""
+    if not isinstance(f, (io.BufferedReader, io.FileIO)):
+        return None
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return None
+
+
+def _too_long(path: PathLike, length: int, index: int, offset: int) -> None:
+    raise TraceFormatError(
+        path,
+        f"message length prefix claims {length:,} bytes, over protobuf's 2 GiB message limit (corrupt prefix)",
+        index=index,
+        offset=offset,
+    )
 
 
 def _refill(
@@ -179,7 +226,7 @@ def _refill(
     """Drop consumed bytes and append up to `size` more: (buf, base, pos, eof) for the caller."""
     try:
         more = f.read(size)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError) as exc:
         raise TraceFormatError(path, f"cannot read: {exc}", index=index, offset=base + pos) from None
     if not more:
         return buf, base, pos, True
@@ -334,9 +381,19 @@ class TraceReader:
 
 
 def is_json_file(path: PathLike) -> bool:
-    """True when the (possibly gzipped) file's first non-blank byte opens a JSON document."""
+    """True when the (possibly gzipped) file's first non-blank byte opens a JSON document.
+
+    Only JSON's own whitespace is skipped: a `.et` file starts with a length prefix, a field tag
+    and a string length, and with bytes.lstrip()'s wider set (vertical tab, form feed) a
+    GlobalMetadata whose version starts with "{" could pass for JSON.
+    """
+    name = os.fspath(path)
+    # A file named .et is a stream, whatever its first byte: it may well be "[" or "{" (the
+    # length prefix of a 91- or 123-byte GlobalMetadata).
+    if name.endswith((".et", ".et.gz")):
+        return False
     with open_binary(path) as f:
-        head = f.read(64).lstrip()
+        head = f.read(64).lstrip(b" \t\n\r")
     return head[:1] in (b"{", b"[")
 
 

@@ -28,8 +28,9 @@ import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional, Union
 
+import msgspec
 import orjson
 
 from chakra.errors import TraceFormatError, excerpt
@@ -294,7 +295,10 @@ def _schema_error(path: PathLike, doc: Any) -> Optional[str]:
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(json_schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    except RecursionError:
+        return "(nested too deeply)"
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(document)"
@@ -333,12 +337,12 @@ def _ours_to_trace(doc: dict[str, Any], path: PathLike) -> Trace:
         for i, d in enumerate(nodes_in):
             try:
                 nodes.append(node_from_dict(d))
-            except (_Shape, TypeError, ValueError, KeyError, AttributeError) as exc:
+            except (_Shape, TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
                 problem = _schema_error(path, {**envelope, "nodes": [d]})
                 if problem:
                     problem = problem.replace("at nodes/0", f"at nodes/{i}", 1)
                 raise TraceFormatError(path, f"invalid Chakra JSON trace {problem or f'at nodes/{i}: {exc}'}") from None
-    except (_Shape, TypeError, ValueError, KeyError) as exc:
+    except (_Shape, TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
         raise TraceFormatError(path, f"invalid Chakra JSON trace metadata: {exc}") from None
     rank = doc.get("rank")
     return Trace(metadata=metadata, nodes=nodes, rank=rank if isinstance(rank, int) else None)
@@ -356,6 +360,31 @@ _OFFICIAL_INT_ATTRS = {
 }
 
 
+_U64 = Annotated[int, msgspec.Meta(ge=0)]  # msgspec itself refuses ints past 2^64-1
+_I64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+
+
+class OfficialNode(msgspec.Struct, rename={"id": "Id", "name": "Name", "node_type": "NodeType", "ctrl": "ctrlDeps"}):
+    """One `workload_graph` item of the official JSON form, typed at the boundary: a wrong type,
+    a negative or out-of-range id becomes one error with its JSON path, not a TypeError later."""
+
+    id: _U64
+    name: str = ""
+    node_type: Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)] = 0
+    runtime: Union[_U64, Annotated[float, msgspec.Meta(ge=0, le=1.8e19)], None] = None
+    data_deps: Optional[list[_U64]] = None
+    ctrl: Optional[list[_U64]] = None
+    is_cpu_op: Union[bool, int, None] = None
+    tensor_size: Optional[_U64] = None
+    comm_type: Optional[_I64] = None
+    comm_priority: Optional[_I64] = None
+    comm_size: Optional[_I64] = None
+    comm_src: Optional[Annotated[int, msgspec.Meta(ge=-(1 << 31), le=(1 << 31) - 1)]] = None
+    comm_dst: Optional[Annotated[int, msgspec.Meta(ge=-(1 << 31), le=(1 << 31) - 1)]] = None
+    comm_tag: Optional[Annotated[int, msgspec.Meta(ge=-(1 << 31), le=(1 << 31) - 1)]] = None
+    num_ops: Optional[_I64] = None
+
+
 def official_to_trace(doc: dict[str, Any], path: PathLike) -> Trace:
     """The official C++ feeder's JSON form (`{"workload_graph": [...]}`, keys Id/Name/NodeType/...).
 
@@ -369,40 +398,49 @@ def official_to_trace(doc: dict[str, Any], path: PathLike) -> Trace:
     graph = doc["workload_graph"]
     if not isinstance(graph, list):
         raise TraceFormatError(path, "official JSON trace: workload_graph is not an array")
-    ids = set()
-    for i, item in enumerate(graph):
-        if not isinstance(item, dict) or "Id" not in item:
-            raise TraceFormatError(path, f"official JSON trace: workload_graph[{i}] has no Id")
-        ids.add(item["Id"])
+    try:
+        items = msgspec.convert(graph, list[OfficialNode])
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(path, f"official JSON trace: {_msgspec_where(exc, 'workload_graph')}") from None
+    ids = {item.id for item in items}
     metadata = make_metadata(schema="official-json")
     for key, value in doc.items():
         if key != "workload_graph" and isinstance(value, (str, int, float, bool)):
+            if isinstance(value, int) and not -(1 << 63) <= value < (1 << 64):
+                raise TraceFormatError(path, f"official JSON trace: {key!r} is out of the 64-bit range")
             set_attr(metadata, key, value)
     nodes = []
     dropped = 0
-    for i, item in enumerate(graph):
+    for i, item in enumerate(items):
         try:
-            node = pb.Node(id=int(item["Id"]), name=str(item.get("Name", "")), type=int(item.get("NodeType", 0)))
-            node.duration_micros = int(item.get("runtime", 0) or 0)
-            node.data_deps.extend(int(d) for d in item.get("data_deps", []) or [])
-            for d in item.get("ctrlDeps", []) or []:
+            node = pb.Node(id=item.id, name=item.name, type=item.node_type)
+            node.duration_micros = int(item.runtime or 0)
+            node.data_deps.extend(item.data_deps or ())
+            for d in item.ctrl or ():
                 if d in ids:
-                    node.ctrl_deps.append(int(d))
+                    node.ctrl_deps.append(d)
                 else:
                     dropped += 1
             attrs: dict[str, Any] = {}
-            if "is_cpu_op" in item:
-                attrs["is_cpu_op"] = bool(item["is_cpu_op"])
-            for key, name in _OFFICIAL_INT_ATTRS.items():
-                if key in item and item[key] is not None:
-                    attrs[name] = int(item[key])
+            if item.is_cpu_op is not None:
+                attrs["is_cpu_op"] = bool(item.is_cpu_op)
+            for key in _OFFICIAL_INT_ATTRS.values():
+                value = getattr(item, key)
+                if value is not None:
+                    attrs[key] = value
             set_attrs(node, attrs)
-        except (TypeError, ValueError) as exc:
+        except (ValueError, OverflowError) as exc:  # uint64 fields past 2^64-1 (msgspec does not bound them)
             raise TraceFormatError(path, f"official JSON trace: workload_graph[{i}]: {exc}") from None
         nodes.append(node)
     if dropped:
         set_attr(metadata, "dropped_ctrl_deps", dropped)
     return Trace(metadata=metadata, nodes=nodes)
+
+
+def _msgspec_where(exc: msgspec.ValidationError, root: str) -> str:
+    """msgspec says "Expected `int`, got `str` - at `$[3].Id`"; name the place from `root`."""
+    text = str(exc)
+    return text.replace("`$", f"`{root}", 1)
 
 
 def read_json_trace(path: PathLike) -> Trace:

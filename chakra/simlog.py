@@ -125,11 +125,14 @@ def _slow_row(path: Path, row: list[str], start: int) -> Iterator[Record]:
             line=start,
         )
     try:
-        yield (first, int(row[1]), int(row[2]), int(row[3]), ",".join(row[4:]), None, start)
+        if max(len(row[1]), len(row[2]), len(row[3])) > 24:
+            raise ValueError
+        record = (first, int(row[1]), int(row[2]), int(row[3]), ",".join(row[4:]), None, start)
     except ValueError:
         raise TraceFormatError(
             path, f"npu, time_ns and node_id must be integers: {_clip(text)!r}", line=start
         ) from None
+    yield record
 
 
 def _iter_keyed(path: Path, lines: Iterator[str], first_line: int) -> Iterator[Record]:
@@ -144,6 +147,9 @@ def _iter_keyed(path: Path, lines: Iterator[str], first_line: int) -> Iterator[R
                 raise TraceFormatError(path, f"cannot parse ASTRA-sim trace line {_clip(raw.strip())!r}", line=lineno)
             continue
         ev, npu, tick, nid, name, ntype = m.groups()
+        # the regex admits any run of digits; thousands of them are not a number Python will parse
+        if max(len(npu), len(tick), len(nid), len(ntype or "")) > 19:
+            raise TraceFormatError(path, f"number out of range in {_clip(raw.strip())!r}", line=lineno)
         yield (ev, int(npu), int(tick), int(nid), name, int(ntype) if ntype else None, lineno)
 
 

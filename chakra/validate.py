@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Optional
 
 from chakra.commgroups import metadata_groups, parse_pg_list
@@ -280,7 +281,8 @@ def check_cross_rank_summaries(
         if pg == "":
             members = sorted(present)
         elif pg in groups:
-            members = [r for r in groups[pg] if r in present]
+            # PyTorch lists the default (world) group with "ranks": [] meaning every rank
+            members = [r for r in (groups[pg] or sorted(present)) if r in present]
         else:
             members = sorted(r for r, (colls, _, _) in per_rank.items() if pg in colls)
         if len(members) < 2:
@@ -359,6 +361,116 @@ def check_cross_rank_summaries(
                 )
 
 
+def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
+    """Report what the simulator would deadlock on: a wait-for cycle across ranks.
+
+    The simulator's rules, as a graph over every node of every rank: a node waits for its parents;
+    a receive waits for the send it pairs with (the k-th send and k-th receive of one
+    (src, dst, tag), sends being eager); the k-th modelled collective of a process group
+    completes only when every member has issued its k-th one (a barrier node waiting for all
+    their parents). This is the default (non-replay) communication mode.
+    Kahn's algorithm then finds the nodes that can never run; walking back from one of them
+    along never-ready predecessors yields a cycle, reported when it crosses ranks (a cycle
+    inside one rank is already reported by the per-rank check). Unmatched sends/receives and
+    collective-count mismatches are reported elsewhere and do not block here.
+    """
+    from chakra.sim.collectives import MODELLED
+
+    index: dict[tuple[int, int], int] = {}
+    where: list[tuple[int, int, int]] = []  # position -> (rank, node id, type); barriers: (-1, pg seq, -1)
+    for t in traces:
+        for n in t.nodes:
+            key = (t.rank, n.id)
+            if key not in index:
+                index[key] = len(where)
+                where.append((t.rank, n.id, n.type))
+    preds: list[list[int]] = [[] for _ in where]
+    sends: dict[tuple, list[int]] = defaultdict(list)
+    recvs: dict[tuple, list[int]] = defaultdict(list)
+    colls: dict[tuple[str, int], list[int]] = defaultdict(list)
+    seq: dict[tuple[int, str], int] = defaultdict(int)
+    for t in traces:
+        r = t.rank
+        for n in sorted(t.nodes, key=lambda n: n.id):
+            me = index[(r, n.id)]
+            if len(preds[me]) == 0:
+                preds[me] = [p for d in chain(n.data_deps, n.ctrl_deps) if (p := index.get((r, d))) is not None]
+            if n.type in COMM_NODE_TYPES:
+                amap = _attr_map(n)
+                if n.type == NodeType.COMM_COLL_NODE:
+                    # only the types the simulator models, with a size, rendezvous; it replays
+                    # the others from their recorded duration without waiting for anyone
+                    if _num(amap.get("comm_type")) not in MODELLED or "comm_size" not in amap:
+                        continue
+                    pg = amap.get("pg_name")
+                    name = str(attr_value(pg) or "") if pg is not None else ""
+                    k = seq[(r, name)]
+                    seq[(r, name)] = k + 1
+                    colls[(name, k)].append(me)
+                elif n.type == NodeType.COMM_SEND_NODE:
+                    sends[(r, _num(amap.get("comm_dst")), _num(amap.get("comm_tag")) or 0)].append(me)
+                else:
+                    recvs[(_num(amap.get("comm_src")), r, _num(amap.get("comm_tag")) or 0)].append(me)
+    for key, rlist in recvs.items():
+        for s_pos, r_pos in zip(sends.get(key, ()), rlist):
+            preds[r_pos].append(s_pos)
+    for (_name, k), members in colls.items():
+        if len(members) < 2:
+            continue
+        barrier = len(where)
+        where.append((-1, k, -1))
+        preds.append(sorted({p for m in members for p in preds[m]}))
+        for m in members:
+            preds[m] = [barrier]
+    succ: list[list[int]] = [[] for _ in where]
+    left = [len(p) for p in preds]
+    for c, plist in enumerate(preds):
+        for p in plist:
+            succ[p].append(c)
+    ready = [i for i, k in enumerate(left) if k == 0]
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        for c in succ[i]:
+            left[c] -= 1
+            if left[c] == 0:
+                ready.append(c)
+    if done == len(where):
+        return
+    # Walk back from a stuck communication node along stuck predecessors until a node repeats.
+    stuck = [i for i, k in enumerate(left) if k > 0]
+    start = next((i for i in stuck if where[i][2] in COMM_NODE_TYPES), stuck[0])
+    path: list[int] = []
+    seen: dict[int, int] = {}
+    i = start
+    while i not in seen:
+        seen[i] = len(path)
+        path.append(i)
+        i = next(p for p in preds[i] if left[p] > 0)
+    cycle = [where[j] for j in path[seen[i] :] if where[j][0] >= 0]
+    ranks = sorted({r for r, _, _ in cycle})
+    if len(ranks) < 2:
+        return
+    steps = [f"rank {r} {_NODE_KIND.get(ty, 'node')} {nid}" for r, nid, ty in cycle[:8]]
+    report.add(
+        ERROR,
+        "deadlock",
+        f"cross-rank deadlock: {len(stuck)} node(s) on ranks {ranks[:8]} can never run: "
+        + " waits for ".join(steps)
+        + (" waits for ..." if len(cycle) > 8 else f" waits for {steps[0]}"),
+        cycle[0][0],
+        cycle[0][1],
+    )
+
+
+_NODE_KIND = {
+    NodeType.COMM_SEND_NODE: "send",
+    NodeType.COMM_RECV_NODE: "recv",
+    NodeType.COMM_COLL_NODE: "collective",
+}
+
+
 def validate_traces(
     traces: Iterable[Trace], cross_rank: bool = True, groups: Optional[dict[str, list[int]]] = None
 ) -> Report:
@@ -372,4 +484,6 @@ def validate_traces(
         check_rank(t, report)
     if cross_rank:
         check_cross_rank(traces, report, groups)
+        if len(traces) > 1 and all(t.rank is not None for t in traces):
+            check_deadlock(traces, report)
     return report

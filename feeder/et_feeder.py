@@ -40,8 +40,9 @@ from typing import Optional, Union
 
 import numpy as np
 
+from chakra.compression import is_gzip
 from chakra.errors import ChakraError, InputError
-from chakra.feeder.table import NodeTable, gunzip_to_temp, is_gzip, table_from_et, table_from_nodes
+from chakra.feeder.table import NodeTable, gunzip_to_temp, table_from_et, table_from_nodes
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -102,7 +103,7 @@ class ETFeeder:
                 if is_gzip(path):
                     self._tmp = real = gunzip_to_temp(path)
                 try:
-                    self.metadata, self.table = table_from_et(real, attrs=attrs, missing_deps=missing_deps)
+                    self.metadata, self.table = table_from_et(real, attrs=attrs, missing_deps=missing_deps, source=path)
                     if real.stat().st_size:
                         self._file = open(real, "rb")  # noqa: SIM115 - closed in close()
                         self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)

@@ -13,11 +13,12 @@ dict for the few nodes that carry communication/memory/metadata fields.
 
 from __future__ import annotations
 
-import gzip
-import shutil
+import math
+import os
 import tempfile
 from array import array
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from operator import attrgetter
@@ -27,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from chakra.compression import decompress_to
 from chakra.errors import TraceFormatError
 from chakra.schema import pb
 from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
@@ -115,6 +117,21 @@ class _Builder:
         serialized messages, length prefix included) attributes are only decoded for nodes whose
         bytes mention an interesting name, and the common `is_cpu_op` bool is read from the bytes.
         """
+        try:
+            self._add_batch(nodes, pos, offsets, framed, blob)
+        except OverflowError:
+            # uint64 ids, durations or dependencies past int64: name the first such node
+            _raise_out_of_range(self.path, nodes)
+            raise
+
+    def _add_batch(
+        self,
+        nodes: Any,
+        pos: int,
+        offsets: Optional[list[int]],
+        framed: Optional[list],
+        blob: Optional[bytes],
+    ) -> None:
         k = len(nodes)
         if not k:
             return
@@ -188,6 +205,7 @@ class _Builder:
                     found[name] = _attr_value(attr)
             if not found:
                 continue
+            _check_values(self.path, n, found)
             v = found.get("is_cpu_op")
             is_cpu[j] = 1 if v and not isinstance(v, (list, str, bytes)) else 0
             num_ops[j] = as_int(found.get("num_ops"), 0)
@@ -297,6 +315,35 @@ class _Builder:
         )
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _check_values(path: Optional[Path], node: Any, found: dict[str, Any]) -> None:
+    """Refuse attribute values the simulator cannot use as numbers: NaN, infinities, > int64."""
+    for name, v in found.items():
+        t = type(v)
+        if t is float:
+            if not math.isfinite(v):
+                raise TraceFormatError(path, f"node {node.id}: attribute {name!r} is {v}, expected a finite number")
+        elif t is int and not _INT64[0] <= v <= _INT64[1]:
+            raise TraceFormatError(path, f"node {node.id}: attribute {name!r} = {v} is out of the int64 range")
+        elif t is list and v and type(v[0]) is float and not all(map(math.isfinite, v)):
+            raise TraceFormatError(path, f"node {node.id}: attribute {name!r} holds a NaN or infinity")
+
+
+def _raise_out_of_range(path: Optional[Path], nodes: Any) -> None:
+    limit = _INT64[1]
+    for n in nodes:
+        for name in ("id", "duration_micros", "start_time_micros"):
+            v = getattr(n, name)
+            if v > limit:
+                raise TraceFormatError(path, f"node {n.id}: {name} {v} is out of range (at most {limit})")
+        for name in ("data_deps", "ctrl_deps"):
+            big = [d for d in getattr(n, name) if d > limit]
+            if big:
+                raise TraceFormatError(path, f"node {n.id}: {name} names id {big[0]}, out of range (at most {limit})")
+
+
 def table_from_nodes(
     nodes: Iterable[pb.Node],
     *,
@@ -318,8 +365,21 @@ def table_from_et(
     attrs: bool = True,
     names: bool = False,
     missing_deps: str = "error",
+    source: Optional[Path] = None,
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
-    """One streaming pass over a plain `.et` file; payloads stay on disk (offsets recorded)."""
+    """One streaming pass over a plain `.et` file; payloads stay on disk (offsets recorded).
+
+    `source`: the file to name in errors when `path` is a decompressed temporary copy of it.
+    """
+    from chakra.io import open_binary
+
+    with open_binary(path) as stream:
+        return _table_from_stream(source or path, stream, attrs, names, missing_deps)
+
+
+def _table_from_stream(
+    path: Path, stream: Any, attrs: bool, names: bool, missing_deps: str
+) -> tuple[pb.GlobalMetadata, NodeTable]:
     from chakra.io import NodeBatch, _prefix_size, iter_payload_batches
 
     b = _Builder(path, attrs, names)
@@ -327,7 +387,7 @@ def table_from_et(
     parse = NodeBatch.FromString
     pos = 0
     first = True
-    for index, offset, batch in iter_payload_batches(path):
+    for index, offset, batch in iter_payload_batches(path, stream):
         if first:
             head = batch[0]
             try:
@@ -368,14 +428,18 @@ def _find_corrupt(path: Path, batch: list, index: int, offset: int) -> None:
     raise TraceFormatError(path, "corrupt Node message", index=index, offset=offset)
 
 
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
 def gunzip_to_temp(path: Path) -> Path:
-    """Decompress a `.et.gz` next to the temp dir so payloads can be re-read by offset (gzip cannot seek)."""
+    """Decompress a `.et.gz` to a temp file so payloads can be re-read by offset (gzip cannot seek).
+
+    Uses chakra.compression (corrupt data and bombs are refused naming `path`); on any failure the
+    temp file is removed before the error propagates.
+    """
     fd, tmp = tempfile.mkstemp(prefix="chakra-feeder-", suffix=".et")
-    with gzip.open(path, "rb") as src, open(fd, "wb") as dst:
-        shutil.copyfileobj(src, dst, 8 << 20)
+    try:
+        with open(fd, "wb") as dst:
+            decompress_to(path, dst)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     return Path(tmp)

@@ -30,6 +30,7 @@ PathLike = Union[str, os.PathLike]
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "oneRing", "oneDirect", "oneHalvingDoubling")
 GIB = 1 << 30
+MAX_SPLITS = 1 << 16  # chunks per collective: each is simulated, so more is only memory
 
 
 @dataclass
@@ -156,13 +157,37 @@ def _as_list(where: str, key: str, value: Any) -> list:
     raise ConfigError(f"{where}: key {excerpt(key)} must be a list, got {type(value).__name__}")
 
 
+# ASTRA-sim reads integer keys into C++ `int`s; a float beyond this is no bandwidth, latency or
+# rate any network has, and would only overflow the integer nanosecond arithmetic downstream.
+_INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+_FLOAT_MAX = 1e15
+
+
 def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
     try:
         if isinstance(value, bool):
             raise ValueError
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: key {excerpt(key)} must be a number, got {excerpt(value)}") from None
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{where}: key {key!r} must be a number, got {_short(value)}") from None
+    if kind is float and not (math.isfinite(out) and abs(out) <= _FLOAT_MAX):
+        raise ConfigError(
+            f"{where}: key {key!r} is {_short(value)}, expected a finite number of at most {_FLOAT_MAX:g}"
+        )
+    if kind is int and not _INT_RANGE[0] <= out <= _INT_RANGE[1]:
+        raise ConfigError(f"{where}: key {key!r} = {_short(value)} is out of range (ASTRA-sim reads a 32-bit int)")
+    return out
+
+
+def _value_error(exc: ValueError) -> str:
+    text = str(exc)
+    return "an integer with thousands of digits" if "digits" in text else text[:80]
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 100:  # str() of a huge int may itself fail
+        return f"an integer of {value.bit_length()} bits"
+    return excerpt(value)
 
 
 def load_network(path: PathLike) -> NetworkConfig:
@@ -174,11 +199,18 @@ def load_network(path: PathLike) -> NetworkConfig:
         data = yaml.safe_load(_read_text(path, "network"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not a network config (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer with thousands of digits
+        raise ConfigError(f"{where}: unreadable value ({_value_error(exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a YAML mapping with topology, npus_count, bandwidth, latency")
     missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in data]
     if missing:
         raise ConfigError(f"{where}: missing key(s) {', '.join(missing)}")
+    for key in ("topology", "npus_count", "bandwidth", "latency"):
+        if any(isinstance(v, (list, dict)) for v in _as_list(where, key, data[key])):
+            raise ConfigError(f"{where}: key {key!r} must be a flat list of values")
     net = NetworkConfig(
         topology=[str(t) for t in _as_list(where, "topology", data["topology"])],
         npus_count=[_num(where, "npus_count", v, int) for v in _as_list(where, "npus_count", data["npus_count"])],
@@ -196,6 +228,10 @@ def _load_json(path: PathLike, what: str) -> dict[str, Any]:
         data = json.loads(_read_text(path, what))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not a {what} config (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer with thousands of digits
+        raise ConfigError(f"{where}: unreadable value ({_value_error(exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a JSON object")
     return data
@@ -221,14 +257,17 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
             f"{where}: collective-optimization {sysc.collective_optimization!r} is not baseline or localBWAware"
         )
     sysc.preferred_dataset_splits = _num(where, "preferred-dataset-splits", data["preferred-dataset-splits"], int)
-    if sysc.preferred_dataset_splits < 1:
-        raise ConfigError(f"{where}: preferred-dataset-splits must be >= 1 (ASTRA-sim divides by it)")
+    if not 1 <= sysc.preferred_dataset_splits <= MAX_SPLITS:
+        raise ConfigError(
+            f"{where}: preferred-dataset-splits must be 1..{MAX_SPLITS} (ASTRA-sim divides by it and "
+            "simulates every chunk)"
+        )
     sysc.endpoint_delay = _num(where, "endpoint-delay", data.get("endpoint-delay", 10), int)
     sysc.active_chunks_per_dimension = _num(
         where, "active-chunks-per-dimension", data.get("active-chunks-per-dimension", 1), int
     )
-    if sysc.active_chunks_per_dimension < 1:
-        raise ConfigError(f"{where}: active-chunks-per-dimension must be >= 1")
+    if not 1 <= sysc.active_chunks_per_dimension <= MAX_SPLITS:
+        raise ConfigError(f"{where}: active-chunks-per-dimension must be 1..{MAX_SPLITS}")
     sysc.local_mem_bw = _num(where, "local-mem-bw", data.get("local-mem-bw", 0))
     sysc.peak_perf = _num(where, "peak-perf", data.get("peak-perf", 0))
     sysc.roofline_enabled = bool(_num(where, "roofline-enabled", data.get("roofline-enabled", 0), int))
@@ -312,7 +351,7 @@ def memory_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> M
     if missing:
         raise ConfigError(f"{where}: memory-type {mem.memory_type} needs key(s) {', '.join(missing)}")
     for k in need:
-        if float(data[k]) <= 0:
+        if getattr(mem, _MEMORY_KEYS[k][0]) <= 0:
             raise ConfigError(f"{where}: {k} must be > 0")
     mem.extra = {k: v for k, v in data.items() if k not in _MEMORY_KEYS and k != "memory-type"}
     return mem
