@@ -26,6 +26,7 @@ def _head(path: Path, n: int = 65536) -> bytes:
     import gzip
     import io
     import tarfile
+    import zlib
 
     with open(path, "rb") as f:
         raw = f.read(n)
@@ -33,7 +34,7 @@ def _head(path: Path, n: int = 65536) -> bytes:
         try:
             with gzip.open(path, "rb") as g:
                 raw = g.read(n)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):  # un-gzip reading point (sniffing: unreadable = not ours)
             return b""
         if is_tar(raw):
             try:
@@ -43,7 +44,7 @@ def _head(path: Path, n: int = 65536) -> bytes:
                         if m.isfile() and base.endswith(".json") and not base.startswith("._"):
                             f2 = tar.extractfile(m)
                             return f2.read(n) if f2 else b""
-            except (tarfile.TarError, OSError, EOFError):
+            except (tarfile.TarError, OSError, EOFError, zlib.error):
                 return b""
             return b""
     _ = io  # keep import local and explicit
