@@ -18,7 +18,7 @@ from chakra.errors import InputError
 from chakra.io import write_rank_traces
 
 from .dot import DotGraph, parse_dot
-from .lower import Lowered, lower
+from .lower import MAX_NPUS, Lowered, lower
 from .placement import Placement, assign_devices, parse_placement
 from .taskgraph import TaskGraph, read_taskgraph
 
@@ -81,6 +81,7 @@ def convert_flexflow(
     bandwidth_gbps: Optional[float] = None,
     latency_us: float = 0.0,
     text: Optional[str] = None,
+    max_npus: int = MAX_NPUS,
 ) -> FlexFlowConversion:
     """Parse a FlexFlow task graph and split it into per-device traces (nothing is written)."""
     path = Path(path)
@@ -118,6 +119,7 @@ def convert_flexflow(
         npus=npus,
         bytes_per_us=bytes_per_us,
         latency_us=latency_us,
+        max_npus=max_npus,
         metadata={"source_format": f"flexflow-taskgraph-{tg.variant}", "input_file": str(path)},
     )
     warnings.extend(lowered.warnings)
@@ -169,6 +171,9 @@ def add_cli(app: typer.Typer) -> None:
             None, "--bandwidth", help="Link bandwidth in GB/s, to derive message sizes from transfer times."
         ),
         latency: float = typer.Option(0.0, "--latency", help="Per-hop link latency in µs (with --bandwidth)."),
+        max_npus: int = typer.Option(
+            MAX_NPUS, "--max-npus", min=1, help="Refuse graphs needing more rank files than this (corrupt device ids)."
+        ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -189,7 +194,12 @@ def add_cli(app: typer.Typer) -> None:
         """
         with handle_errors():
             conv = convert_flexflow(
-                taskgraph, placement=placement, npus=npus, bandwidth_gbps=bandwidth, latency_us=latency
+                taskgraph,
+                placement=placement,
+                npus=npus,
+                bandwidth_gbps=bandwidth,
+                latency_us=latency,
+                max_npus=max_npus,
             )
             for message in conv.warnings:
                 warn(message)
