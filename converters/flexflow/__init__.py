@@ -88,8 +88,10 @@ def convert_flexflow(
     graph = parse_dot(path, text)
     tg = read_taskgraph(graph)
     warnings: list[str] = []
-    if bandwidth_gbps is not None and bandwidth_gbps <= 0:
-        raise InputError(f"--bandwidth must be > 0, got {bandwidth_gbps}")
+    if bandwidth_gbps is not None and not 0 < bandwidth_gbps < float("inf"):
+        raise InputError(f"--bandwidth must be a finite number > 0, got {bandwidth_gbps}")
+    if not 0 <= latency_us < float("inf"):
+        raise InputError(f"--latency must be a finite number >= 0, got {latency_us}")
     if tg.variant == "legacy":
         if placement is not None:
             warnings.append("legacy npu= labels name each task's device; --placement is ignored")

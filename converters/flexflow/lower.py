@@ -122,7 +122,13 @@ def build_items(
             if bytes_per_us is not None:
                 # FlexFlow costs a segment at latency + size / bandwidth on each hop.
                 per_hop = max(t.dur_us for t in ts)
-                item.size = max(0, round((per_hop - latency_us) * bytes_per_us))
+                size = (per_hop - latency_us) * bytes_per_us
+                if not size < 1 << 63:  # also NaN/inf from extreme --bandwidth/--latency
+                    raise TraceFormatError(
+                        tg.graph.path, f"Comm task {first.key}: derived message size {size:g} B does not fit 64 bits",
+                        line=first.line,
+                    )  # fmt: skip
+                item.size = max(0, round(size))
             items.append(item)
             for i in members:
                 item_of[i] = item.index

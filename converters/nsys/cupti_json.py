@@ -337,8 +337,8 @@ def _ijson_items(path: Path, fh: IO[bytes], prefix: str) -> Iterator[tuple[dict[
                 parent.append(value)
             else:
                 parent[keys[-1]] = value
-    except ijson.JSONError as exc:
-        raise TraceFormatError(path, f"bad JSON: {exc}", index=index) from None
+    except ijson.JSONError as exc:  # yajl's message goes on to draw the spot over two more lines
+        raise TraceFormatError(path, f"bad JSON: {str(exc).strip().splitlines()[0]}", index=index) from None
 
 
 def load_cupti_records(path: Path, db_path: Path) -> dict[str, int]:

@@ -153,7 +153,7 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         columns = {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
     except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(shown, f"unreadable SQLite file: {exc}") from None
+        raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     report = Report(path=path, conn=conn, columns=columns, display=shown)
     meta_table = next((t for t in META_TABLES if t in columns), None)
     if meta_table is None and not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in columns):
@@ -174,7 +174,7 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
             raise TraceFormatError(shown, f"report has no CUDA activity ({hint})")
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise TraceFormatError(shown, f"unreadable SQLite file: {exc}") from None
+        raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     except TraceFormatError:
         conn.close()
         raise

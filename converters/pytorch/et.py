@@ -209,7 +209,9 @@ def _build(
         try:
             op = convert(node, keep_io)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise TraceFormatError(name, f"node #{index}: malformed ({type(exc).__name__}: {exc})") from None
+            # the checks' own ValueErrors say what is wrong; anything else is named by its type
+            why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
+            raise TraceFormatError(name, f"node #{index}: {why}") from None
         roles = _ROLES.get(op.name)
         if roles is None:
             roles = _roles(op.name)
