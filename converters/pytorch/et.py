@@ -251,7 +251,10 @@ def _finish(op: Op, ins: Optional[tuple], outs: Optional[tuple], keep_io: bool) 
         fill_roofline(op)
     if keep_io:
         op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
-    if not roles & _KEEP:
+    if roles & _KEEP:
+        _check_io(ins)
+        _check_io(outs)
+    else:
         op.inputs = op.outputs = None
 
 
@@ -345,6 +348,33 @@ def _set_attrs(op: Op, by_name: dict) -> None:
         op.extra = None
 
 
+def _check_io(io: Optional[tuple]) -> None:
+    """The (values, shapes, types) that later steps read of comm and process-group ops: three lists,
+    the types strings, and tensors ([id, storage, offset, numel, itemsize, device]) with int ids."""
+    if io is None:
+        return
+    values, shapes, types = io
+    if type(values) is not list or type(shapes) is not list or type(types) is not list:
+        raise ValueError("inputs/outputs: values, shapes and types must be lists")
+    if not all(type(t) is str for t in types):
+        raise ValueError("inputs/outputs: every type must be a string")
+    stack = [(v, 1) for v in values]
+    while stack:
+        v, depth = stack.pop()
+        if type(v) is list:
+            if len(v) == 6 and isinstance(v[0], int) and isinstance(v[5], str):  # a tensor
+                if not all(type(x) is int for x in v[1:5]):
+                    raise ValueError(f"inputs/outputs: tensor {v!r:.60} has non-integer fields")
+            elif depth >= _MAX_IO_DEPTH:  # later steps walk these lists recursively
+                raise ValueError(f"inputs/outputs: values nested deeper than {_MAX_IO_DEPTH} levels")
+            else:
+                stack.extend((x, depth + 1) for x in v)
+
+
+#: real values nest a few levels (lists of tensor lists); anything deeper is corrupt
+_MAX_IO_DEPTH = 32
+
+
 def _check_attrs(**values: Any) -> None:
     """Say which attribute `_set_attrs` found wrong (the slow path, for the error message)."""
     for k, v in values.items():
@@ -424,6 +454,8 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     if keep_io:
         op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
     if roles & _KEEP:
+        _check_io(ins)
+        _check_io(outs)
         op.inputs, op.outputs = ins, outs
     else:
         op.inputs = op.outputs = None
