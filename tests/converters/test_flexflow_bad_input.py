@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from chakra.converters.flexflow.lower import MAX_NPUS
 
 from .bad_input import FUZZ, assert_clean_error
