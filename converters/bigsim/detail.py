@@ -19,6 +19,7 @@ values mean nothing; only the seqno after them is kept.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Optional
@@ -258,6 +259,14 @@ def read_detail_logs(
     total = max(timelines) + 1
     if summary is not None:
         total = max(total, summary.total_procs)
+    # Every proc gets a rank file, so the proc count (the summary's claim, or a thread number in a
+    # file name) must be backed by a dump for each proc, as the binary logs' are by a timeline.
+    if len(timelines) != total:
+        missing = list(itertools.islice((p for p in range(total) if p not in timelines), 9))
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        claim = f"the summary announces {total} procs" if summary is not None and total == summary.total_procs \
+            else f"the highest proc is {total - 1}"  # fmt: skip
+        raise InputError(f"{paths[0].parent}: {claim}, but there is no detail dump for procs {shown}")
     notes: list[str] = []
     if num_wth is None:
         num_wth = infer_num_wth(timelines, total)

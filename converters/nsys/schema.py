@@ -128,10 +128,16 @@ class Report:
         self.close()
 
 
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Read-only connection; `immutable` so read-only sample folders need no lock/journal files."""
     uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
     conn = sqlite3.connect(uri, uri=True)
+    # names and NVTX texts are shown, never parsed: bytes that are not UTF-8 must not stop a conversion
+    conn.text_factory = _decode_text
     conn.execute("PRAGMA cache_size = -16384")  # 16 MiB page cache; also caps each ORDER BY sorter before it spills
     conn.execute("PRAGMA temp_store = FILE")
     return conn
@@ -152,7 +158,7 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
         conn = connect(path)
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         columns = {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a corrupt schema may not decode
         raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     report = Report(path=path, conn=conn, columns=columns, display=shown)
     meta_table = next((t for t in META_TABLES if t in columns), None)
@@ -172,7 +178,7 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
             else:
                 hint = "no CUDA API, kernel, memcpy or memset rows; capture with: nsys profile --trace=cuda ..."
             raise TraceFormatError(shown, f"report has no CUDA activity ({hint})")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a corrupt schema may not decode
         conn.close()
         raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     except TraceFormatError:
