@@ -23,6 +23,11 @@ CASES = {
         "detail-0-0-0.0.log: proc 0 SEB 4 (Event_4): ep 9223372036854775808 does not fit 64 bits",
     ),
     "ValueError_converters_bigsim_detail_py_137": (("--detail",), "detail-0-0-0.3.log (line 3): unreadable number"),
+    # a summary claiming 65535 procs beside one detail dump once wrote 65535 rank files
+    "HANG_detail_summary_claims_65535_procs": (
+        ("--detail",),
+        "the summary announces 65535 procs, but there is no detail dump for procs 1, 2, 3",
+    ),
 }
 
 
