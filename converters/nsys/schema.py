@@ -265,7 +265,10 @@ def _check_values(report: Report) -> None:
                 raise TraceFormatError(
                     report.display, f"table {table} row {row[0]}: {c} must be {_KIND_WORDS[kind]}, not {v!r:.40}"
                 )
-        raise TraceFormatError(
-            report.display, f"table {table} row {row[0]}: ends before it starts (start {values['start']}, "
-            f"end {values['end']})"
-        )  # fmt: skip
+        start, end = values.get("start"), values.get("end")
+        if start is not None and end is not None and end < start:
+            raise TraceFormatError(
+                report.display, f"table {table} row {row[0]}: ends before it starts (start {start}, end {end})"
+            )
+        # SQLite saw a bad value that reads back fine: the file's pages disagree with each other
+        raise TraceFormatError(report.display, f"table {table} row {row[0]}: inconsistent values (damaged file?)")
