@@ -85,3 +85,23 @@ def test_corrupt_gzip_is_named(run_cli, samples_dir, tmp_path):
     out.mkdir()
     result = run_cli("convert", "pytorch", str(path), "-o", str(out / "o"))
     assert_clean_error(result, out, "et.json.gz", "corrupt gzip data")
+
+
+def test_untimed_launcher_of_a_timed_executor_converts(run_cli, samples_dir, tmp_path):
+    """A c10d::send whose rf_id is missing (so Kineto cannot time it) launching a timed gloo:send:
+    the executor then waits on nothing from it (it once compared None with a time)."""
+    from chakra.io import read_trace
+    from chakra.schema import NodeType
+
+    doc = orjson.loads((samples_dir / "pytorch" / "collectives2" / "et.0.json").read_bytes())
+    call, executor = (n for n in doc["nodes"] if n["id"] in (396, 397))
+    assert (call["name"], executor["name"]) == ("c10d::send", "gloo:send")
+    doc["nodes"] = [{"id": 396, "name": "c10d::send"}, executor]
+    path = tmp_path / "et.0.json"
+    path.write_bytes(orjson.dumps(doc))
+    kineto = samples_dir / "pytorch" / "collectives2" / "kineto.0.json"
+    result = run_cli("convert", "pytorch", str(path), "-k", str(kineto), "-o", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.stderr
+    nodes = read_trace(tmp_path / "o.0.et").nodes
+    sends = [n for n in nodes if n.type == NodeType.COMM_SEND_NODE]
+    assert len(sends) == 1 and sends[0].duration_micros > 0
