@@ -80,3 +80,22 @@ def test_big_trace_with_a_bad_event_names_it(run_cli, samples_dir, tmp_path):
     out.mkdir()
     result = run_cli("convert", "kineto", str(path), "-o", str(out / "o"))
     assert_clean_error(result, out, f"traceEvents[{last}]", "Expected `int` >= 0", "event.args.correlation")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d["pg_config"][0].update(ranks=[0, "1"]), "Expected `int`, got `str` - at `$[0].ranks[1]`"),
+        (lambda d: d["pg_config"][0].update(pg_size=-2), "Expected `int` >= 0 - at `$[0].pg_size`"),
+        (lambda d: d.update(rank=[0]), "distributedInfo: Expected `int | null`, got `array` - at `$.rank`"),
+    ],
+)
+def test_bad_distributed_info_is_named(run_cli, samples_dir, tmp_path, mutate, expected):
+    doc = orjson.loads((samples_dir / "pytorch" / "ddp2" / "kineto.0.json").read_bytes())
+    mutate(doc["distributedInfo"])
+    path = tmp_path / "kineto.0.json"
+    path.write_bytes(orjson.dumps(doc))
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_cli("convert", "kineto", str(path), "-o", str(out / "o"))
+    assert_clean_error(result, out, str(path), expected)
