@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: Default cap on the rank files one conversion may write (`--max-npus` raises it): a converter
+#: writes one file per rank a header or device id claims, and a typo'd or corrupt count must not
+#: fill a disk with them.
+DEFAULT_MAX_RANKS = 4096
+
 
 @dataclass
 class ConversionResult:

@@ -31,6 +31,7 @@ from typing import Optional
 import orjson
 
 from chakra.converters.astrasim_text.parse import NONE, Workload, parse_text
+from chakra.converters.result import DEFAULT_MAX_RANKS
 from chakra.errors import InputError, TraceFormatError
 from chakra.io import TraceWriter, atomic_output, output_set, rank_path
 from chakra.schema import CollectiveType, NodeType, pb
@@ -46,8 +47,7 @@ COLLECTIVES = {
     "REDUCESCATTER": CollectiveType.REDUCE_SCATTER,
     "ALLREDUCEALLTOALL": CollectiveType.ALL_REDUCE,
 }
-#: One trace file is written per NPU; a typo'd or fuzzed count must not fill a disk with them.
-DEFAULT_MAX_NPUS = 4096
+DEFAULT_MAX_NPUS = DEFAULT_MAX_RANKS
 
 # ---------------------------------------------------------------------------------------------
 # Dimensions and process groups

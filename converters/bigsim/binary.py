@@ -9,6 +9,7 @@ instead of one per field. Any inconsistency raises `TraceFormatError` with the f
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import struct
 from collections.abc import Iterator
@@ -363,8 +364,17 @@ def read_binary_logs(directory: Path) -> BigSimLog:
         timelines.update(got)
         origin.update({p: (pe_path, off) for p, off in where.items()})
         paths.append(pe_path)
-    missing = sorted(set(range(summary.total_procs)) - set(timelines))
-    if missing:
+    # The summary's proc count is a claim: compare it with what the files hold before anything
+    # is sized by it (a corrupt count would otherwise allocate billions of entries).
+    if len(timelines) != summary.total_procs or any(not 0 <= p < summary.total_procs for p in timelines):
+        missing = list(itertools.islice((p for p in range(summary.total_procs) if p not in timelines), 9))
+        if not missing:
+            raise TraceFormatError(
+                summary_path,
+                f"the summary announces {summary.total_procs} procs but the bgTrace<k> files hold "
+                f"{len(timelines)} timelines",
+                offset=HEADER_SIZE,
+            )
         shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
         raise TraceFormatError(summary_path, f"no timeline for procs {shown} in the bgTrace<k> files")
     return BigSimLog(

@@ -19,6 +19,7 @@ values mean nothing; only the seqno after them is kept.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Optional
@@ -124,94 +125,98 @@ def read_detail_file(path: Path) -> list[Seb]:
         if cur is not None and not have_times:
             raise TraceFormatError(path, f"SEB [{cur.seqno}] has no recvtime/startTime/endTime line", line=head_line)
 
+    lineno = 0
     with input_file_errors(path, "BigSim detail dump"):
         f = open(path, encoding="latin-1")  # noqa: SIM115 - closed by the with below
-    with f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if line.startswith("["):
-                m = HEAD_RE.match(line)
-                if not m:
-                    raise TraceFormatError(path, f"unreadable SEB header: {line[:80]!r}", line=lineno)
-                finish(lineno)
-                idx = int(m["idx"])
-                if idx != len(sebs):
-                    raise TraceFormatError(path, f"SEB [{idx}] where [{len(sebs)}] was expected", line=lineno)
-                rest = m["rest"]
-                cm = CHARM_EP_RE.search(rest)
-                flag = (FLAG_STARTEVENT if "STARTEVENT" in rest else 0) | (FLAG_QDEVENT if "QDEVENT" in rest else 0)
-                cur = Seb(
-                    seqno=idx,
-                    name=m["name"],
-                    ep=int(m["ep"]),
-                    src_pe=int(m["pe"]),
-                    src_msg_id=int(m["mid"]),
-                    charm_ep=int(cm.group(1)) if cm else -1,
-                    flag=flag,
-                    thread_resume="(thread resume)" in rest,
-                )
-                sebs.append(cur)
-                have_times = False
-                head_line = lineno
-                continue
-            if cur is None:
-                raise TraceFormatError(path, f"text before the first SEB header: {line[:80]!r}", line=lineno)
-            if line.startswith("-msgID:"):
-                mm = MSG_RE.match(line)
-                if not mm:
-                    raise TraceFormatError(path, f"unreadable message line: {line[:80]!r}", line=lineno)
-                cur.msgs.append(
-                    MsgEntry(
-                        msg_id=int(mm["mid"]),
-                        dst_node=parse_dst(mm["dst"], path, lineno),
-                        send_time=float(mm["sent"]),
-                        recv_time=float(mm["recv"]),
-                        tid=int(mm["tid"]),
-                        size=int(mm["size"]),
-                        group=int(mm["group"]) if mm["group"] is not None else 1,
+    try:
+        with f:
+            for lineno, raw in enumerate(f, 1):
+                line = raw.rstrip("\r\n")
+                if not line.strip():
+                    continue
+                if line.startswith("["):
+                    m = HEAD_RE.match(line)
+                    if not m:
+                        raise TraceFormatError(path, f"unreadable SEB header: {line[:80]!r}", line=lineno)
+                    finish(lineno)
+                    idx = int(m["idx"])
+                    if idx != len(sebs):
+                        raise TraceFormatError(path, f"SEB [{idx}] where [{len(sebs)}] was expected", line=lineno)
+                    rest = m["rest"]
+                    cm = CHARM_EP_RE.search(rest)
+                    flag = (FLAG_STARTEVENT if "STARTEVENT" in rest else 0) | (FLAG_QDEVENT if "QDEVENT" in rest else 0)
+                    cur = Seb(
+                        seqno=idx,
+                        name=m["name"],
+                        ep=int(m["ep"]),
+                        src_pe=int(m["pe"]),
+                        src_msg_id=int(m["mid"]),
+                        charm_ep=int(cm.group(1)) if cm else -1,
+                        flag=flag,
+                        thread_resume="(thread resume)" in rest,
                     )
-                )
-                continue
-            tm = TIMES_RE.match(line)
-            if tm:
-                cur.recv_time = float(tm["recv"])
-                cur.start_time = float(tm["start"])
-                cur.end_time = float(tm["end"])
-                cur.exec_time = float(tm["exec"])
-                have_times = True
-                continue
-            dm = DEPS_RE.match(line)
-            if dm:
-                values = [int(v) for v in PAIR_RE.findall(dm["body"])]
-                if dm["kind"] == "backward":
-                    cur.back = values
-                else:
-                    cur.fwd = values
-                continue
-            om = OBJ_RE.match(line)
-            if om:
-                cur.obj_id = tuple(int(v) for v in om.group(1).split())
-                continue
-            mp = MPI_RE.match(line)
-            if mp:
-                cur.mpi_op = _mpi_op(mp["op"])
-                cur.mpi_size = int(mp["size"])
-                if not cur.mpi_op:
-                    raise TraceFormatError(path, f"unknown MPI collective {mp['op']!r}", line=lineno)
-                continue
-            if line.startswith("EVT:"):
-                ep_ = EVT_PROJ_RE.match(line)
-                if ep_:
-                    cur.events.append(SebEvent(EVENT_PROJ, 0.0, index=int(ep_["index"])))
+                    sebs.append(cur)
+                    have_times = False
+                    head_line = lineno
                     continue
-                et = EVT_TEXT_RE.match(line)
-                if et:
-                    kind = EVENT_PRINT if et["kind"] == "string" else EVENT_MARK
-                    cur.events.append(SebEvent(kind, float(et["t"]), text=et["text"]))
+                if cur is None:
+                    raise TraceFormatError(path, f"text before the first SEB header: {line[:80]!r}", line=lineno)
+                if line.startswith("-msgID:"):
+                    mm = MSG_RE.match(line)
+                    if not mm:
+                        raise TraceFormatError(path, f"unreadable message line: {line[:80]!r}", line=lineno)
+                    cur.msgs.append(
+                        MsgEntry(
+                            msg_id=int(mm["mid"]),
+                            dst_node=parse_dst(mm["dst"], path, lineno),
+                            send_time=float(mm["sent"]),
+                            recv_time=float(mm["recv"]),
+                            tid=int(mm["tid"]),
+                            size=int(mm["size"]),
+                            group=int(mm["group"]) if mm["group"] is not None else 1,
+                        )
+                    )
                     continue
-            raise TraceFormatError(path, f"unrecognised line in SEB [{cur.seqno}]: {line[:80]!r}", line=lineno)
+                tm = TIMES_RE.match(line)
+                if tm:
+                    cur.recv_time = float(tm["recv"])
+                    cur.start_time = float(tm["start"])
+                    cur.end_time = float(tm["end"])
+                    cur.exec_time = float(tm["exec"])
+                    have_times = True
+                    continue
+                dm = DEPS_RE.match(line)
+                if dm:
+                    values = [int(v) for v in PAIR_RE.findall(dm["body"])]
+                    if dm["kind"] == "backward":
+                        cur.back = values
+                    else:
+                        cur.fwd = values
+                    continue
+                om = OBJ_RE.match(line)
+                if om:
+                    cur.obj_id = tuple(int(v) for v in om.group(1).split())
+                    continue
+                mp = MPI_RE.match(line)
+                if mp:
+                    cur.mpi_op = _mpi_op(mp["op"])
+                    cur.mpi_size = int(mp["size"])
+                    if not cur.mpi_op:
+                        raise TraceFormatError(path, f"unknown MPI collective {mp['op']!r}", line=lineno)
+                    continue
+                if line.startswith("EVT:"):
+                    ep_ = EVT_PROJ_RE.match(line)
+                    if ep_:
+                        cur.events.append(SebEvent(EVENT_PROJ, 0.0, index=int(ep_["index"])))
+                        continue
+                    et = EVT_TEXT_RE.match(line)
+                    if et:
+                        kind = EVENT_PRINT if et["kind"] == "string" else EVENT_MARK
+                        cur.events.append(SebEvent(kind, float(et["t"]), text=et["text"]))
+                        continue
+                raise TraceFormatError(path, f"unrecognised line in SEB [{cur.seqno}]: {line[:80]!r}", line=lineno)
+    except ValueError as exc:  # a number too long or malformed for int()/float()
+        raise TraceFormatError(path, f"unreadable number ({exc})", line=lineno) from None
     finish(0)
     for s in sebs:
         for d in s.back:
@@ -256,6 +261,14 @@ def read_detail_logs(
     total = max(timelines) + 1
     if summary is not None:
         total = max(total, summary.total_procs)
+    # Every proc gets a rank file, so the proc count (the summary's claim, or a thread number in a
+    # file name) must be backed by a dump for each proc, as the binary logs' are by a timeline.
+    if len(timelines) != total:
+        missing = list(itertools.islice((p for p in range(total) if p not in timelines), 9))
+        shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+        claim = f"the summary announces {total} procs" if summary is not None and total == summary.total_procs \
+            else f"the highest proc is {total - 1}"  # fmt: skip
+        raise InputError(f"{paths[0].parent}: {claim}, but there is no detail dump for procs {shown}")
     notes: list[str] = []
     if num_wth is None:
         num_wth = infer_num_wth(timelines, total)

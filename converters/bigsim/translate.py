@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_ALLTOALL, MPI_BARRIER, MPI_OP_NAMES, BigSimLog
+from chakra.converters.bigsim.model import MPI_ALLREDUCE, MPI_ALLTOALL, MPI_BARRIER, MPI_OP_NAMES, BigSimLog, Seb
 from chakra.converters.bigsim.routing import Delivery, match_messages
 from chakra.converters.bigsim.timeconv import interval_us, seconds_to_us
 from chakra.errors import TraceFormatError
@@ -89,6 +89,32 @@ def _tag_maps(log: BigSimLog) -> tuple[dict[int, dict[int, int]], list[int]]:
     return remap, remapped
 
 
+_I64 = 1 << 63
+#: the largest time (s) whose µs still fit the trace's int64 times (with room for a duration)
+_MAX_S = 4e12
+
+
+def _out_of_range(s: Seb) -> str:
+    """What of an SEB does not fit the trace's int64 fields (µs times, ids, sizes), or ""."""
+    if not (abs(s.start_time) < _MAX_S and s.exec_time < _MAX_S):
+        return f"start {s.start_time!r} s / execTime {s.exec_time!r} s out of range"
+    if not (math.isfinite(s.recv_time) and abs(s.recv_time) < _MAX_S):
+        return f"recvTime {s.recv_time!r} s out of range"
+    for what, v in (("ep", s.ep), ("charm ep", s.charm_ep), ("source pe", s.src_pe), ("msgID", s.src_msg_id),
+                    ("flag", s.flag), ("MPI size", s.mpi_size), *(("objId", v) for v in s.obj_id)):  # fmt: skip
+        if not -_I64 <= v < _I64:
+            return f"{what} {v} does not fit 64 bits"
+    if s.mpi_op and s.mpi_op not in MPI_TO_COLLECTIVE:
+        return f"unknown MPI collective code {s.mpi_op}"
+    for m in s.msgs:
+        if not (-_I64 <= m.msg_id < _I64 and -_I64 <= m.dst_node < _I64 and -_I64 <= m.tid < _I64
+                and m.size < _I64 and -_I64 <= m.group < _I64):  # fmt: skip
+            return f"message {m.msg_id} has a field that does not fit 64 bits"
+        if not (abs(m.send_time) < _MAX_S and abs(m.recv_time) < _MAX_S):
+            return f"message {m.msg_id} has a time out of range"
+    return ""
+
+
 def _check_log(log: BigSimLog) -> None:
     """Reject what would produce a broken graph, naming the file: deps must point backwards."""
     for proc, sebs in log.timelines.items():
@@ -100,6 +126,9 @@ def _check_log(log: BigSimLog) -> None:
                     f"proc {proc} SEB {i} ({s.name}): start {s.start_time!r} s / execTime {s.exec_time!r} s unusable",
                     offset=off,
                 )
+            bad = _out_of_range(s)
+            if bad:
+                raise TraceFormatError(path, f"proc {proc} SEB {i} ({s.name}): {bad}", offset=off)
             for d in s.back:
                 if not 0 <= d < i:
                     raise TraceFormatError(

@@ -292,14 +292,55 @@ def iter_records(path: Path) -> Iterator[tuple[dict[str, int], dict[str, Any]]]:
             yield from _ijson_items(path, fh, "records.item")
 
 
+#: records are flat objects (a marker's payload may nest a little): deeper input is not CUPTI records,
+#: and refusing it keeps the reader's memory and stack bounded
+MAX_DEPTH = 64
+
+
 def _ijson_items(path: Path, fh: IO[bytes], prefix: str) -> Iterator[tuple[dict[str, int], dict[str, Any]]]:
+    """The records of a top-level array (`prefix` "item") or of {"records": [...]} ("records.item").
+
+    Built from ijson's flat event stream (not `ijson.items`, whose per-event prefix strings cost
+    memory quadratic in the nesting depth), refusing nesting deeper than `MAX_DEPTH`.
+    """
+    in_object = prefix != "item"
+    stack: list[Any] = []  # containers being built, outermost first
+    keys: list[Any] = []  # the pending key of each (maps)
+    index = 0
     try:
-        for i, rec in enumerate(ijson.items(fh, prefix, use_float=True)):
-            if not isinstance(rec, dict):
-                raise TraceFormatError(path, "record is not a JSON object", index=i)
-            yield {"index": i}, rec
-    except ijson.JSONError as exc:
-        raise TraceFormatError(path, f"bad JSON: {exc}") from None
+        for event, value in ijson.basic_parse(fh, use_float=True):
+            if event == "map_key":
+                keys[-1] = value
+                continue
+            if event == "start_map" or event == "start_array":
+                if len(stack) >= MAX_DEPTH:
+                    raise TraceFormatError(path, f"JSON nested deeper than {MAX_DEPTH} levels", index=index)
+                stack.append({} if event == "start_map" else [])
+                keys.append(None)
+                continue
+            if event == "end_map" or event == "end_array":
+                keys.pop()
+                value = stack.pop()
+            if not stack:
+                continue
+            depth = len(stack)
+            # a finished element of the records array: hand it out instead of keeping it
+            if (not in_object and depth == 1 and isinstance(stack[0], list)) or (
+                in_object and depth == 2 and keys[0] == "records" and isinstance(stack[1], list)
+                and isinstance(stack[0], dict)
+            ):  # fmt: skip
+                if not isinstance(value, dict):
+                    raise TraceFormatError(path, "record is not a JSON object", index=index)
+                yield {"index": index}, value
+                index += 1
+                continue
+            parent = stack[-1]
+            if isinstance(parent, list):
+                parent.append(value)
+            else:
+                parent[keys[-1]] = value
+    except ijson.JSONError as exc:  # yajl's message goes on to draw the spot over two more lines
+        raise TraceFormatError(path, f"bad JSON: {str(exc).strip().splitlines()[0]}", index=index) from None
 
 
 def load_cupti_records(path: Path, db_path: Path) -> dict[str, int]:
@@ -354,6 +395,8 @@ def _load(path: Path, conn: sqlite3.Connection) -> dict[str, int]:
             raise TraceFormatError(path, f"bad {rec.get('kind', '?')} record: {_why(exc)}", **where) from None
         if kind is None:
             continue
+        if kind in _SPANS and row[0] is not None and row[1] is not None and row[1] < row[0]:
+            raise TraceFormatError(path, f"bad {kind} record: ends before it starts ({row[1]} < {row[0]})", **where)
         batch = batches.setdefault(kind, [])
         batch.append(row)
         counts[kind] = counts.get(kind, 0) + 1
@@ -370,6 +413,10 @@ def _load(path: Path, conn: sqlite3.Connection) -> dict[str, int]:
     return counts
 
 
+#: kinds whose rows begin (start, end, ...)
+_SPANS = frozenset({"RUNTIME", "KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "MARKER"})
+
+
 def _why(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"missing field {exc.args[0]!r}"
@@ -384,15 +431,44 @@ def _enum(value: Any, names: dict[str, int]) -> Optional[int]:
         if key not in names:
             raise ValueError(f"unknown value {excerpt(value)} (one of {', '.join(names)})")
         return names[key]
-    return int(value)
+    if type(value) is not int or not 0 <= value <= _I64_MAX:
+        raise ValueError(f"must be a name ({', '.join(names)}) or a non-negative integer, not {value!r:.40}")
+    return value
 
 
 def _gpid(pid: Optional[int], pids: _Ids) -> Optional[int]:
     return None if pid is None else (1 << 56) | (pids(int(pid)) << 24)
 
 
+_I64_MAX = (1 << 63) - 1
+_MISSING = object()
+
+
+def _int(rec: dict[str, Any], key: str, default: Any = _MISSING, signed: bool = False) -> Any:
+    """An integer field (0 .. 2**63-1, or int64 when `signed`: SQLite's and the trace's range), or
+    `default` when absent."""
+    v = rec[key] if default is _MISSING else rec.get(key, default)
+    if v is None and default is None:
+        return None
+    if type(v) is float and v.is_integer():  # "1e3" parses as a float
+        v = int(v)
+    low = -_I64_MAX - 1 if signed else 0
+    if type(v) is not int or not low <= v <= _I64_MAX:
+        raise ValueError(f"field {key!r} must be an integer from {low} to 2**63-1, not {v!r:.40}")
+    return v
+
+
+def _str(rec: dict[str, Any], key: str, default: Any = _MISSING) -> Any:
+    v = rec[key] if default is _MISSING else rec.get(key, default)
+    if v is None and default is None:
+        return None
+    if type(v) is not str:
+        raise ValueError(f"field {key!r} must be a string, not {v!r:.40}")
+    return v
+
+
 def _row(rec: dict[str, Any], pids: _Ids, tids: _Ids, sid) -> tuple[Optional[tuple], Optional[str]]:
-    raw_kind = str(rec["kind"]).upper()
+    raw_kind = _str(rec, "kind").upper()
     if raw_kind == "HEADER":
         return None, None
     kind = _KIND_ALIASES.get(raw_kind)
@@ -400,65 +476,79 @@ def _row(rec: dict[str, Any], pids: _Ids, tids: _Ids, sid) -> tuple[Optional[tup
         raise ValueError(f"unknown kind {excerpt(rec['kind'])}")
     g = rec.get
     if kind in ("RUNTIME", "DRIVER"):
-        gtid = _gpid(rec["processId"], pids) | tids(int(rec["threadId"]))  # type: ignore[operator]
-        cls = 1 if kind == "DRIVER" else int(g("eventClass", 0))
-        return (int(rec["start"]), int(rec["end"]), cls, gtid, g("correlationId"), sid(str(rec["name"]))), "RUNTIME"
+        gtid = _gpid(_int(rec, "processId"), pids) | tids(_int(rec, "threadId"))  # type: ignore[operator]
+        cls = 1 if kind == "DRIVER" else _int(rec, "eventClass", 0)
+        return (
+            _int(rec, "start"),
+            _int(rec, "end"),
+            cls,
+            gtid,
+            _int(rec, "correlationId", None),
+            sid(_str(rec, "name")),
+        ), "RUNTIME"
     if kind in ("KERNEL", "MEMCPY", "MEMSET"):
         base = (
-            int(rec["start"]),
-            int(rec["end"]),
-            int(g("deviceId", 0)),
-            g("contextId"),
-            int(rec["streamId"]),
-            g("correlationId"),
-            _gpid(g("processId"), pids),
+            _int(rec, "start"),
+            _int(rec, "end"),
+            _int(rec, "deviceId", 0),
+            _int(rec, "contextId", None),
+            _int(rec, "streamId"),
+            _int(rec, "correlationId", None),
+            _gpid(_int(rec, "processId", None), pids),
         )
         if kind == "KERNEL":
-            return base + (sid(str(rec["name"])),), kind
+            return base + (sid(_str(rec, "name")),), kind
         if kind == "MEMCPY":
             extra = (
-                int(g("bytes", 0)),
+                _int(rec, "bytes", 0),
                 _enum(g("copyKind", 0), _COPY_BY_NAME),
                 _enum(g("srcKind"), _MEM_BY_NAME),
                 _enum(g("dstKind"), _MEM_BY_NAME),
             )
             return base + extra, kind
-        return base + (int(g("bytes", 0)), g("value")), kind
+        return base + (_int(rec, "bytes", 0), _int(rec, "value", None, signed=True)), kind
     if kind == "SYNCHRONIZATION":
         row = (
-            g("start"),
-            g("end"),
-            g("deviceId"),
-            g("contextId"),
-            g("streamId"),
-            rec["correlationId"],
-            _gpid(g("processId"), pids),
+            _int(rec, "start", None),
+            _int(rec, "end", None),
+            _int(rec, "deviceId", None),
+            _int(rec, "contextId", None),
+            _int(rec, "streamId", None),
+            _int(rec, "correlationId"),
+            _gpid(_int(rec, "processId", None), pids),
             _enum(g("type", g("syncType")), _SYNC_BY_NAME),
-            g("eventId"),
-            g("eventSyncId"),
+            _int(rec, "eventId", None),
+            _int(rec, "eventSyncId", None),
         )
         return row, kind
     if kind == "CUDA_EVENT":
         row = (
-            g("deviceId"),
-            g("contextId"),
-            int(rec["streamId"]),
-            rec["correlationId"],
-            _gpid(g("processId"), pids),
-            g("eventId"),
-            g("eventSyncId"),
+            _int(rec, "deviceId", None),
+            _int(rec, "contextId", None),
+            _int(rec, "streamId"),
+            _int(rec, "correlationId"),
+            _gpid(_int(rec, "processId", None), pids),
+            _int(rec, "eventId", None),
+            _int(rec, "eventSyncId", None),
         )
         return row, kind
     if kind == "MARKER":
         payload = g("payload")
-        gtid = _gpid(rec["processId"], pids) | tids(int(rec["threadId"]))  # type: ignore[operator]
+        gtid = _gpid(_int(rec, "processId"), pids) | tids(_int(rec, "threadId"))  # type: ignore[operator]
         json_text = orjson.dumps(payload).decode() if payload is not None else None
-        return (int(rec["start"]), int(rec["end"]), gtid, str(rec["name"]), json_text, g("payloadValue")), kind
+        return (
+            _int(rec, "start"),
+            _int(rec, "end"),
+            gtid,
+            _str(rec, "name"),
+            json_text,
+            _int(rec, "payloadValue", None, signed=True),
+        ), kind
     if kind == "STREAM":
         return (
-            int(rec["streamId"]),
-            pids(int(rec["processId"])),
-            g("contextId"),
+            _int(rec, "streamId"),
+            pids(_int(rec, "processId")),
+            _int(rec, "contextId", None),
             _enum(g("flag"), _FLAG_BY_NAME),
         ), kind
-    return (int(rec["deviceId"]), g("name"), g("asyncEngines")), kind
+    return (_int(rec, "deviceId"), _str(rec, "name", None), _int(rec, "asyncEngines", None)), kind

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from chakra.converters.result import ConversionResult
+from chakra.converters.result import DEFAULT_MAX_RANKS, ConversionResult
 from chakra.errors import InputError
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ def convert_flexflow(
     bandwidth_gbps: Optional[float] = None,
     latency_us: float = 0.0,
     text: Optional[str] = None,
+    max_npus: int = DEFAULT_MAX_RANKS,
 ) -> FlexFlowConversion:
     """Parse a FlexFlow task graph and split it into per-device traces (nothing is written)."""
     from .dot import parse_dot
@@ -118,8 +119,10 @@ def convert_flexflow(
     graph = parse_dot(path, text)
     tg = read_taskgraph(graph)
     warnings: list[str] = []
-    if bandwidth_gbps is not None and bandwidth_gbps <= 0:
-        raise InputError(f"--bandwidth must be > 0, got {bandwidth_gbps}")
+    if bandwidth_gbps is not None and not 0 < bandwidth_gbps < float("inf"):
+        raise InputError(f"--bandwidth must be a finite number > 0, got {bandwidth_gbps}")
+    if not 0 <= latency_us < float("inf"):
+        raise InputError(f"--latency must be a finite number >= 0, got {latency_us}")
     if tg.variant == "legacy":
         if placement is not None:
             warnings.append("legacy npu= labels name each task's device; --placement is ignored")
@@ -149,6 +152,7 @@ def convert_flexflow(
         npus=npus,
         bytes_per_us=bytes_per_us,
         latency_us=latency_us,
+        max_npus=max_npus,
         metadata={"source_format": f"flexflow-taskgraph-{tg.variant}", "input_file": str(path)},
     )
     warnings.extend(lowered.warnings)
@@ -174,13 +178,19 @@ def convert(
     npus: Optional[int] = None,
     bandwidth_gbps: Optional[float] = None,
     latency_us: float = 0.0,
+    max_npus: int = DEFAULT_MAX_RANKS,
     quiet: bool = False,
 ) -> ConversionResult:
     """Convert one task-graph .dot file (without a placement an upstream export lands on one NPU, with a warning)."""
     if len(inputs) != 1:
         raise InputError("the FlexFlow converter takes exactly one task-graph .dot file")
     conv = convert_flexflow(
-        Path(inputs[0]), placement=placement, npus=npus, bandwidth_gbps=bandwidth_gbps, latency_us=latency_us
+        Path(inputs[0]),
+        placement=placement,
+        npus=npus,
+        bandwidth_gbps=bandwidth_gbps,
+        latency_us=latency_us,
+        max_npus=max_npus,
     )
     written = conv.write(Path(prefix))
     return ConversionResult(written, {**conv.summary(), "written": [str(p) for p in written]}, list(conv.warnings))
@@ -203,6 +213,12 @@ def add_cli(app: typer.Typer) -> None:
             None, "--bandwidth", help="Link bandwidth in GB/s, to derive message sizes from transfer times."
         ),
         latency: float = typer.Option(0.0, "--latency", help="Per-hop link latency in µs (with --bandwidth)."),
+        max_npus: int = typer.Option(
+            DEFAULT_MAX_RANKS,
+            "--max-npus",
+            min=1,
+            help="Refuse graphs needing more rank files than this (corrupt device ids).",
+        ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -223,7 +239,13 @@ def add_cli(app: typer.Typer) -> None:
         """
         with handle_errors():
             result = convert(
-                [taskgraph], output, placement=placement, npus=npus, bandwidth_gbps=bandwidth, latency_us=latency
+                [taskgraph],
+                output,
+                placement=placement,
+                npus=npus,
+                bandwidth_gbps=bandwidth,
+                latency_us=latency,
+                max_npus=max_npus,
             )
             for message in result.warnings:
                 warn(message)

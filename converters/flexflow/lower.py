@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from chakra.converters.flexflow.taskgraph import Task, TaskGraph
-from chakra.errors import TraceFormatError
+from chakra.converters.result import DEFAULT_MAX_RANKS
+from chakra.errors import InputError, TraceFormatError
 from chakra.graph import priority_topo_order
 from chakra.schema import NodeType, pb
 from chakra.trace import Trace, make_metadata, make_node
@@ -121,7 +122,13 @@ def build_items(
             if bytes_per_us is not None:
                 # FlexFlow costs a segment at latency + size / bandwidth on each hop.
                 per_hop = max(t.dur_us for t in ts)
-                item.size = max(0, round((per_hop - latency_us) * bytes_per_us))
+                size = (per_hop - latency_us) * bytes_per_us
+                if not size < 1 << 63:  # also NaN/inf from extreme --bandwidth/--latency
+                    raise TraceFormatError(
+                        tg.graph.path, f"Comm task {first.key}: derived message size {size:g} B does not fit 64 bits",
+                        line=first.line,
+                    )  # fmt: skip
+                item.size = max(0, round(size))
             items.append(item)
             for i in members:
                 item_of[i] = item.index
@@ -150,6 +157,9 @@ def _topo(items: list[Item], tg: TaskGraph) -> list[int]:
     return order
 
 
+MAX_NPUS = DEFAULT_MAX_RANKS
+
+
 class _Ranks:
     def __init__(self, count: int) -> None:
         self.nodes: list[list[pb.Node]] = [[] for _ in range(count)]
@@ -169,13 +179,26 @@ def lower(
     bytes_per_us: Optional[float] = None,
     latency_us: float = 0.0,
     metadata: Optional[dict] = None,
+    max_npus: int = MAX_NPUS,
 ) -> Lowered:
     items, dropped = build_items(tg, devices, bytes_per_us, latency_us)
     used = [d for it in items for d in (it.device, it.src, it.dst) if d is not None]
     count = max(used, default=0) + 1
+    if count > max_npus:
+        # A device number is a claim of the file: one corrupt label must not make us write (or
+        # allocate) millions of rank files.
+        it = next(it for it in items if count - 1 in (it.device, it.src, it.dst))
+        raise TraceFormatError(
+            tg.graph.path,
+            f"node {it.tasks[0].key} uses device {count - 1}: {count} rank files, over the limit of {max_npus} "
+            f"(the tasks use {len(set(used))} distinct devices); raise the limit with --max-npus",
+            line=it.tasks[0].line,
+        )
     if npus is not None:
         if npus < count:
             raise TraceFormatError(tg.graph.path, f"uses device {count - 1} but --npus is {npus}")
+        if npus > max_npus:
+            raise InputError(f"--npus {npus} is over the limit of {max_npus} rank files; raise it with --max-npus")
         count = npus
     ranks = _Ranks(count)
     out = Lowered(traces=[], dropped_link_deps=dropped)

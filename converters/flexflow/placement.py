@@ -40,6 +40,10 @@ class Placement:
     default: Optional[list[int]] = None
 
 
+#: longest device range a placement may spell out (far beyond any real job's devices per task)
+_MAX_RANGE = 1 << 20
+
+
 def _devices(value: object, where: str) -> list[int]:
     if isinstance(value, bool):
         raise ConfigError(f"{where}: device must be an integer, got {value!r}")
@@ -58,6 +62,8 @@ def _devices(value: object, where: str) -> list[int]:
                 lo, hi = int(m.group(1)), int(m.group(2))
                 if hi < lo:
                     raise ConfigError(f"{where}: empty device range {part!r}")
+                if hi - lo >= _MAX_RANGE:  # expanded below: a typo must not build a billion-entry list
+                    raise ConfigError(f"{where}: device range {part!r} spans more than {_MAX_RANGE} devices")
                 items.extend(range(lo, hi + 1))
             else:
                 items.append(part)

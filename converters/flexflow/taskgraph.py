@@ -102,7 +102,15 @@ def _float(graph: DotGraph, line: int, name: str, what: str, text: str) -> float
         raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a number", line=line) from None
     if value != value or value in (float("inf"), float("-inf")):
         raise TraceFormatError(graph.path, f"node {name}: {what} {excerpt(text)} is not a finite number", line=line)
+    if not 0 <= value <= _MAX_TIME:
+        raise TraceFormatError(graph.path, f"node {name}: {what} {text} is outside 0 .. {_MAX_TIME:g}", line=line)
     return value
+
+
+#: largest time accepted (ms upstream, s legacy): its µs must fit the trace's int64 fields
+_MAX_TIME = 1e12
+#: largest integer field (comm_size, ...): the trace's uint64/int64 fields
+_MAX_INT = (1 << 63) - 1
 
 
 def _upstream_task(graph: DotGraph, index: int, name: str, time_scale: float) -> Task:
@@ -178,8 +186,8 @@ def _legacy_task(graph: DotGraph, index: int, name: str, time_scale: float) -> T
             raise TraceFormatError(
                 graph.path, f"node {name}: {key}={excerpt(value)} is not an integer", line=line
             ) from None
-        if number < 0:
-            raise TraceFormatError(graph.path, f"node {name}: {key}={number} is negative", line=line)
+        if not 0 <= number <= _MAX_INT:
+            raise TraceFormatError(graph.path, f"node {name}: {key}={number} is outside 0 .. 2**63-1", line=line)
         return number
 
     if kind == "COMP_NODE":

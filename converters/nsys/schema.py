@@ -128,10 +128,16 @@ class Report:
         self.close()
 
 
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Read-only connection; `immutable` so read-only sample folders need no lock/journal files."""
     uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
     conn = sqlite3.connect(uri, uri=True)
+    # names and NVTX texts are shown, never parsed: bytes that are not UTF-8 must not stop a conversion
+    conn.text_factory = _decode_text
     conn.execute("PRAGMA cache_size = -16384")  # 16 MiB page cache; also caps each ORDER BY sorter before it spills
     conn.execute("PRAGMA temp_store = FILE")
     return conn
@@ -152,8 +158,8 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
         conn = connect(path)
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         columns = {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
-    except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(shown, f"unreadable SQLite file: {exc}") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a corrupt schema may not decode
+        raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     report = Report(path=path, conn=conn, columns=columns, display=shown)
     meta_table = next((t for t in META_TABLES if t in columns), None)
     if meta_table is None and not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in columns):
@@ -165,15 +171,16 @@ def open_report(path: Path, *, require_cuda: bool = True, display: Optional[Path
         if meta_table is not None and {"name", "value"} <= set(columns[meta_table]):
             report.meta = {str(k): str(v) for k, v in conn.execute(f'SELECT name, value FROM "{meta_table}"')}
         _check_columns(report)
+        _check_values(report)
         if require_cuda and not any(report.any_rows(t) for t in ACTIVITY_TABLES):
             if report.meta.get("CHAKRA_SOURCE_FORMAT") == "cupti":
                 hint = "the file has no RUNTIME, DRIVER, KERNEL, MEMCPY or MEMSET records"
             else:
                 hint = "no CUDA API, kernel, memcpy or memset rows; capture with: nsys profile --trace=cuda ..."
             raise TraceFormatError(shown, f"report has no CUDA activity ({hint})")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a corrupt schema may not decode
         conn.close()
-        raise TraceFormatError(shown, f"unreadable SQLite file: {exc}") from None
+        raise TraceFormatError(shown, f"unreadable SQLite file: {' '.join(str(exc).split())}") from None
     except TraceFormatError:
         conn.close()
         raise
@@ -196,3 +203,72 @@ def _check_columns(report: Report) -> None:
                 raise TraceFormatError(report.display, f"table {table} lacks column(s) {', '.join(missing)}")
     if KERNEL in report.columns and report.first_column(KERNEL, "shortName", "demangledName", "name") is None:
         raise TraceFormatError(report.display, f"table {KERNEL} has no kernel name column (shortName/demangledName)")
+
+
+# What the converter reads from each table, by value kind. SQLite columns take any type in any row,
+# so the declared schema proves nothing: every value read is checked here, once, by one SQL scan
+# per table (C speed), instead of failing deep in the graph builder.
+_U, _S, _T = "unsigned", "signed", "text"
+_GPU_COLS = {"start": _U, "end": _U, "globalPid": _U, "deviceId": _U, "contextId": _U, "streamId": _U,
+             "correlationId": _U, "shortName": _U, "demangledName": _U, "name": _U, "mangledName": _U,
+             "bytes": _U, "copyKind": _U, "srcKind": _U, "dstKind": _U, "value": _S, "memKind": _U}  # fmt: skip
+_VALUE_KINDS: dict[str, dict[str, str]] = {
+    RUNTIME: {"start": _U, "end": _U, "globalTid": _U, "correlationId": _U, "nameId": _U, "eventClass": _U},
+    KERNEL: _GPU_COLS,
+    MEMCPY: _GPU_COLS,
+    MEMSET: _GPU_COLS,
+    SYNC: {"start": _U, "end": _U, "globalPid": _U, "deviceId": _U, "contextId": _U, "streamId": _U,
+           "correlationId": _U, "syncType": _U, "deprecatedSyncType": _U, "eventId": _U, "eventSyncId": _U},
+    CUDA_EVENT: {"globalPid": _U, "deviceId": _U, "contextId": _U, "streamId": _U, "correlationId": _U,
+                 "eventId": _U, "eventSyncId": _U},
+    NVTX: {"start": _U, "end": _U, "globalTid": _U, "eventType": _U, "textId": _U, "jsonTextId": _U, "text": _T,
+           "jsonText": _T, "uint64Value": _S, "int64Value": _S, "uint32Value": _U, "int32Value": _S},
+    "StringIds": {"id": _U, "value": _T},
+    STREAMS: {"streamId": _U, "processId": _U, "contextId": _U, "flag": _U},
+    "TARGET_INFO_CUDA_NULL_STREAM": {"streamId": _U, "processId": _U},
+    "TARGET_INFO_CUDA_CONTEXT_INFO": {"nullStreamId": _U, "processId": _U},
+    GPU_INFO: {"id": _U, "name": _T, "asyncEngines": _U},
+}  # fmt: skip
+_BAD_VALUE = {
+    _U: "typeof({c}) != 'integer' OR {c} < 0",
+    _S: "typeof({c}) != 'integer'",
+    _T: "typeof({c}) != 'text'",
+}
+_KIND_WORDS = {_U: "a non-negative integer", _S: "an integer", _T: "text"}
+
+
+def _check_values(report: Report) -> None:
+    """One TraceFormatError naming table, row and column for the first value of the wrong type or
+    range (a negative time, text where an id belongs), and for a span that ends before it starts."""
+    for table, kinds in _VALUE_KINDS.items():
+        cols = [c for c in kinds if report.has(table, c)]
+        if not cols:
+            continue
+        tests = [f'("{c}" IS NOT NULL AND ({_BAD_VALUE[kinds[c]].format(c=chr(34) + c + chr(34))}))' for c in cols]
+        spans = report.has(table, "start") and report.has(table, "end")
+        if spans:
+            tests.append('("end" < "start")')
+        select = ", ".join(f'"{c}"' for c in cols)
+        row = report.conn.execute(
+            f'SELECT rowid, {select} FROM "{table}" WHERE {" OR ".join(tests)} LIMIT 1'
+        ).fetchone()
+        if row is None:
+            continue
+        values = dict(zip(cols, row[1:]))
+        for c in cols:
+            v = values[c]
+            kind = kinds[c]
+            if v is None:
+                continue
+            ok = isinstance(v, str) if kind == _T else type(v) is int and (kind == _S or v >= 0)
+            if not ok:
+                raise TraceFormatError(
+                    report.display, f"table {table} row {row[0]}: {c} must be {_KIND_WORDS[kind]}, not {v!r:.40}"
+                )
+        start, end = values.get("start"), values.get("end")
+        if start is not None and end is not None and end < start:
+            raise TraceFormatError(
+                report.display, f"table {table} row {row[0]}: ends before it starts (start {start}, end {end})"
+            )
+        # SQLite saw a bad value that reads back fine: the file's pages disagree with each other
+        raise TraceFormatError(report.display, f"table {table} row {row[0]}: inconsistent values (damaged file?)")

@@ -267,7 +267,9 @@ class Builder:
                 # Work on one executor may overlap (gloo runs isend/irecv concurrently): follow the
                 # latest item that had finished when this one started, so overlap stays overlap.
                 prev = next((c for c in reversed(chain[-16:]) if c.end <= op.ts), None)
-                ready = max(prev.end if prev is not None else 0, launch.end if launch is not None else 0)
+                # a launcher Kineto did not time (no matching event) has no end: it imposes no wait
+                launched = launch.end if launch is not None and launch.end is not None else 0
+                ready = max(prev.end if prev is not None else 0, launched)
                 if prev is not None or launch is not None:
                     delay = op.ts - ready
                     if delay >= self.gap_min:

@@ -19,7 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional, Union
+
+import msgspec
 
 from chakra.commgroups import write_comm_groups
 from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
@@ -204,12 +206,21 @@ def _process_groups(et: Optional[ETFile], kf: Optional[KinetoFile]) -> list[dict
             if op.inputs and op.inputs[0]:
                 groups = comms.parse_process_groups(op.inputs[0][0])
                 if groups:
-                    return groups
+                    return _checked_groups(groups, et.path, f"node {op.id} ({op.name})")
     if kf is not None:
         cfg = kf.distributed.get("pg_config")
         if isinstance(cfg, list):
-            return [g for g in cfg if isinstance(g, dict)]
+            return _checked_groups([g for g in cfg if isinstance(g, dict)], kf.path, "distributedInfo.pg_config")
     return []
+
+
+class _Group(msgspec.Struct):
+    """The process-group fields later steps read (rank lists map group ranks to global ones)."""
+
+    pg_name: Union[str, int, None] = None
+    ranks: Optional[list[Annotated[int, msgspec.Meta(ge=0, lt=1 << 31)]]] = None
+    group_size: Optional[Annotated[int, msgspec.Meta(ge=0, lt=1 << 31)]] = None
+    pg_size: Optional[Annotated[int, msgspec.Meta(ge=0, lt=1 << 31)]] = None
 
 
 def _group_members(pgs: list[dict], world: int) -> dict[str, list[int]]:
@@ -224,6 +235,14 @@ def _group_members(pgs: list[dict], world: int) -> dict[str, list[int]]:
         if ranks and all(isinstance(r, int) for r in ranks):
             out[str(name)] = [int(r) for r in ranks]
     return out
+
+
+def _checked_groups(groups: list[dict], path: str, where: str) -> list[dict]:
+    try:
+        msgspec.convert(groups, list[_Group])
+    except msgspec.ValidationError as exc:
+        raise TraceFormatError(path, f"{where}: process groups: {exc}") from None
+    return groups
 
 
 def _world_from_pgs(pgs: list[dict]) -> int:

@@ -9,7 +9,6 @@ cutting at the last complete node, and the repair is reported.
 
 from __future__ import annotations
 
-import gzip
 import io
 import mmap
 import re
@@ -17,11 +16,12 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 import msgspec
 import orjson
 
+from chakra.compression import gunzip_bytes
 from chakra.converters.pytorch.chunked import split_document
 from chakra.converters.pytorch.emit import io_field
 from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
@@ -67,16 +67,18 @@ def read_input_bytes(path: Path) -> list[tuple[str, Any]]:
             mapped.close()
         raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+        raw = _gunzip(str(path), raw)
     if is_tar(raw):
         return _tar_members(path, raw)
     return [(str(path), raw)]
 
 
 _MAP_MIN = 1 << 20  # smaller files are read: nothing to gain
+
+
+def _gunzip(name: str, raw: bytes) -> bytes:
+    # the core's helper: corrupt data is a TraceFormatError, and a decompression bomb is refused
+    return gunzip_bytes(raw, name)
 
 
 def is_tar(raw: bytes) -> bool:
@@ -97,7 +99,7 @@ def _tar_members(path: Path, raw: bytes) -> list[tuple[str, bytes]]:
                     continue
                 data = f.read()
                 if data[:2] == b"\x1f\x8b":
-                    data = gzip.decompress(data)
+                    data = _gunzip(f"{path}:{member.name}", data)
                 out.append((f"{path}:{member.name}", data))
     except tarfile.TarError as exc:
         raise TraceFormatError(path, f"corrupt tar archive ({exc})") from None
@@ -157,10 +159,11 @@ def load_et(name: str, raw: bytes, keep_io: bool = True) -> ETFile:
                 convert = _record_op
             try:
                 et = _build(name, schema, split.header, split, keep_io, len(raw), convert)
-            except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError):
+            # RecursionError: nesting too deep for the typed decoder; the whole parse reports it
+            except (orjson.JSONDecodeError, ValueError, UnicodeDecodeError, RecursionError):
                 et = None
             if et is not None:
-                et.finish_ts = int(split.tail.get("finish_ts") or 0)
+                et.finish_ts = header_int(name, split.tail, "finish_ts")
                 return et
     doc, repaired = parse_json(name, raw, repair_key=b'"nodes"')
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
@@ -170,9 +173,17 @@ def load_et(name: str, raw: bytes, keep_io: bool = True) -> ETFile:
     et = _build(
         name, schema, doc, _drain(nodes), keep_io, len(raw), _flat_op if schema.startswith("1.0.1") else _nested_op
     )
-    et.finish_ts = int(doc.get("finish_ts") or 0)
+    et.finish_ts = header_int(name, doc, "finish_ts")
     et.repaired = repaired
     return et
+
+
+def header_int(name: str, doc: dict, key: str) -> int:
+    """A top-level integer (pid, start/finish time): 0 when absent, an error when not 0 .. 2**63-1."""
+    v = doc.get(key) or 0
+    if type(v) is not int or not 0 <= v < _MAX_ID:
+        raise TraceFormatError(name, f"'{key}' must be an integer from 0 to 2**63-1, not {v!r:.40}")
+    return v
 
 
 def _drain(items: list) -> Any:
@@ -193,7 +204,9 @@ def _build(
         try:
             op = convert(node, keep_io)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise TraceFormatError(name, f"node #{index}: malformed ({type(exc).__name__}: {exc})") from None
+            # the checks' own ValueErrors say what is wrong; anything else is named by its type
+            why = str(exc) if type(exc) is ValueError else f"malformed ({type(exc).__name__}: {exc})"
+            raise TraceFormatError(name, f"node #{index}: {why}") from None
         roles = _ROLES.get(op.name)
         if roles is None:
             roles = _roles(op.name)
@@ -209,9 +222,9 @@ def _build(
     return ETFile(
         path=name,
         schema=schema,
-        pid=int(header.get("pid") or 0),
+        pid=header_int(name, header, "pid"),
         time=str(header.get("time") or ""),
-        start_ts=int(header.get("start_ts") or 0),
+        start_ts=header_int(name, header, "start_ts"),
         finish_ts=0,
         ops=ops,
         roots=roots,
@@ -233,7 +246,10 @@ def _finish(op: Op, ins: Optional[tuple], outs: Optional[tuple], keep_io: bool) 
         fill_roofline(op)
     if keep_io:
         op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
-    if not roles & _KEEP:
+    if roles & _KEEP:
+        _check_io(ins)
+        _check_io(outs)
+    else:
         op.inputs = op.outputs = None
 
 
@@ -258,11 +274,30 @@ def _roles(name: str) -> int:
     return roles
 
 
-def _nested_op(node: dict, keep_io: bool = True) -> Op:
-    parent = node.get("ctrl_deps", 0)
+#: node ids and the integer attributes are written as int64/uint64: 0 .. 2**63 - 1
+_MAX_ID = 1 << 63
+#: types of the ET attributes later steps read beyond the ones `_set_attrs` pops
+_EXTRA_TYPES = {"kernel_backend": str, "kernel_file": str, "collective_name": str, "pg_name": str, "dtype": str,
+                "in_msg_nelems": int, "out_msg_nelems": int, "comm_src": int, "comm_dst": int}  # fmt: skip
+
+
+def _node_ids(node_id: Any, parent: Any) -> tuple[int, int]:
+    """A dict node's id and parent, checked as the typed record checks them."""
     if isinstance(parent, list):  # defensive: some writers emit a list
         parent = parent[0] if parent else 0
-    op = Op(int(node["id"]), node["name"], int(parent or 0), CPU)
+    parent = parent or 0
+    for what, v in (("id", node_id), ("parent", parent)):
+        if type(v) is not int or not 0 <= v < _MAX_ID:
+            raise ValueError(f"{what} must be an integer from 0 to 2**63-1, not {v!r:.40}")
+    return node_id, parent
+
+
+def _nested_op(node: dict, keep_io: bool = True) -> Op:
+    node_id, parent = _node_ids(node["id"], node.get("ctrl_deps", 0))
+    name = node["name"]
+    if type(name) is not str:
+        raise ValueError(f"name must be a string, not {name!r:.40}")
+    op = Op(node_id, name, parent, CPU)
     attrs = node.get("attrs")
     if attrs:
         _set_attrs(op, {a["name"]: a.get("value") for a in attrs})
@@ -281,15 +316,69 @@ def _set_attrs(op: Op, by_name: dict) -> None:
     """The known attributes are popped off the node's name -> value dict (cheaper than an if/elif
     chain per attribute); what is left, when set, is the op's `extra`."""
     pop = by_name.pop
-    op.rf_id = pop("rf_id", None) or 0
-    op.tid = pop("tid", None) or 0
+    op.rf_id = rf_id = pop("rf_id", None) or 0
+    op.tid = tid = pop("tid", None) or 0
     seq_id = pop("seq_id", None)
-    op.seq_id = seq_id if seq_id is not None else -1
-    op.scope = pop("scope", None) or 0
-    op.fw_parent = pop("fw_parent", None) or 0
-    op.fw_tid = pop("fw_tid", None) or 0
-    op.op_schema = pop("op_schema", None) or ""
-    op.extra = {k: v for k, v in by_name.items() if v != "" and v is not None} or None
+    op.seq_id = seq_id = seq_id if seq_id is not None else -1
+    op.scope = scope = pop("scope", None) or 0
+    op.fw_parent = fw_parent = pop("fw_parent", None) or 0
+    op.fw_tid = fw_tid = pop("fw_tid", None) or 0
+    op.op_schema = op_schema = pop("op_schema", None) or ""
+    # One expression (this runs for every node): exact types first, so the ranges compare ints.
+    if not (
+        type(rf_id) is int and type(tid) is int and type(seq_id) is int and type(scope) is int
+        and type(fw_parent) is int and type(fw_tid) is int and type(op_schema) is str
+        and 0 <= rf_id < _MAX_ID and 0 <= tid < _MAX_ID and -1 <= seq_id < _MAX_ID and 0 <= scope < _MAX_ID
+        and 0 <= fw_parent < _MAX_ID and 0 <= fw_tid < _MAX_ID
+    ):  # fmt: skip
+        _check_attrs(rf_id=rf_id, tid=tid, seq_id=seq_id, scope=scope, fw_parent=fw_parent, fw_tid=fw_tid,
+                     op_schema=op_schema)  # fmt: skip
+    if by_name:
+        extra = {k: v for k, v in by_name.items() if v != "" and v is not None}
+        for k in _EXTRA_TYPES.keys() & extra.keys():
+            if type(extra[k]) is not _EXTRA_TYPES[k]:
+                raise ValueError(f"attr {k!r} must be {_EXTRA_TYPES[k].__name__}, not {extra[k]!r:.40}")
+        op.extra = extra or None
+    else:
+        op.extra = None
+
+
+def _check_io(io: Optional[tuple]) -> None:
+    """The (values, shapes, types) that later steps read of comm and process-group ops: three lists,
+    the types strings, and tensors ([id, storage, offset, numel, itemsize, device]) with int ids."""
+    if io is None:
+        return
+    values, shapes, types = io
+    if type(values) is not list or type(shapes) is not list or type(types) is not list:
+        raise ValueError("inputs/outputs: values, shapes and types must be lists")
+    if not all(type(t) is str for t in types):
+        raise ValueError("inputs/outputs: every type must be a string")
+    stack = [(v, 1) for v in values]
+    while stack:
+        v, depth = stack.pop()
+        if type(v) is list:
+            if len(v) == 6 and isinstance(v[0], int) and isinstance(v[5], str):  # a tensor
+                if not all(type(x) is int for x in v[1:5]):
+                    raise ValueError(f"inputs/outputs: tensor {v!r:.60} has non-integer fields")
+            elif depth >= _MAX_IO_DEPTH:  # later steps walk these lists recursively
+                raise ValueError(f"inputs/outputs: values nested deeper than {_MAX_IO_DEPTH} levels")
+            else:
+                stack.extend((x, depth + 1) for x in v)
+
+
+#: real values nest a few levels (lists of tensor lists); anything deeper is corrupt
+_MAX_IO_DEPTH = 32
+
+
+def _check_attrs(**values: Any) -> None:
+    """Say which attribute `_set_attrs` found wrong (the slow path, for the error message)."""
+    for k, v in values.items():
+        if k == "op_schema":
+            if type(v) is not str:
+                raise ValueError(f"attr 'op_schema' must be a string, not {v!r:.40}")
+        elif type(v) is not int or not (-1 if k == "seq_id" else 0) <= v < _MAX_ID:
+            low = -1 if k == "seq_id" else 0
+            raise ValueError(f"attr {k!r} must be an integer from {low} to 2**63-1, not {v!r:.40}")
 
 
 # Typed decoding of nested (1.0.2+) ET nodes for big documents: msgspec builds these records
@@ -302,7 +391,7 @@ def _set_attrs(op: Op, by_name: dict) -> None:
 
 
 class _NodeAttr(msgspec.Struct, gc=False):
-    name: Any
+    name: str
     value: Any = None
 
 
@@ -319,10 +408,13 @@ class _NodeIO(msgspec.Struct, forbid_unknown_fields=True, gc=False):
         return (self.values or [], self.shapes or [], self.types or [])
 
 
+_ID = Annotated[int, msgspec.Meta(ge=0, le=_MAX_ID - 1)]
+
+
 class _NodeRecord(msgspec.Struct, gc=False):
-    id: Any
-    name: Any
-    ctrl_deps: Any = 0
+    id: _ID
+    name: str
+    ctrl_deps: Union[_ID, list[_ID], None] = 0
     inputs: Optional[_NodeIO] = None
     outputs: Optional[_NodeIO] = None
     attrs: Optional[list[_NodeAttr]] = None
@@ -339,7 +431,7 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     if isinstance(parent, list):
         parent = parent[0] if parent else 0
     name = node.name
-    op = Op(int(node.id), name, int(parent or 0), CPU)
+    op = Op(node.id, name, parent or 0, CPU)
     attrs = node.attrs
     if attrs:
         _set_attrs(op, {a.name: a.value for a in attrs})
@@ -357,6 +449,8 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     if keep_io:
         op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
     if roles & _KEEP:
+        _check_io(ins)
+        _check_io(outs)
         op.inputs, op.outputs = ins, outs
     else:
         op.inputs = op.outputs = None
@@ -364,14 +458,13 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
 
 
 def _flat_op(node: dict, keep_io: bool = True) -> Op:
-    op = Op(int(node["id"]), node["name"], int(node.get("parent") or 0), CPU)
-    op.rf_id = node.get("rf_id") or 0
-    op.tid = node.get("tid") or 0
-    op.seq_id = node.get("seq_id", -1)
-    op.scope = node.get("scope") or 0
-    op.fw_parent = node.get("fw_parent") or 0
-    op.fw_tid = node.get("fw_tid") or 0
-    op.op_schema = node.get("op_schema") or ""
+    node_id, parent = _node_ids(node["id"], node.get("parent"))
+    name = node["name"]
+    if type(name) is not str:
+        raise ValueError(f"name must be a string, not {name!r:.40}")
+    op = Op(node_id, name, parent, CPU)
+    # the same attributes as a nested node's, as top-level keys
+    _set_attrs(op, {k: node.get(k) for k in _FLAT_ATTRS})
     _finish(
         op,
         (node.get("inputs") or [], node.get("input_shapes") or [], node.get("input_types") or []),
@@ -379,6 +472,9 @@ def _flat_op(node: dict, keep_io: bool = True) -> Op:
         keep_io,
     )
     return op
+
+
+_FLAT_ATTRS = ("rf_id", "tid", "seq_id", "scope", "fw_parent", "fw_tid", "op_schema")
 
 
 def sniff_et_head(head: bytes) -> bool:

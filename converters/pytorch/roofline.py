@@ -209,3 +209,5 @@ def fill_roofline(op: Op) -> None:
     if op.name.startswith("aten::") and (op.inputs or op.outputs) and op.name[6:] in MODELLED:
         op.flops = flops_of(op)
         op.bytes = bytes_of(op)
+        if op.flops >= 1 << 63 or op.bytes >= 1 << 63:  # the loader reports it with the node's index
+            raise ValueError(f"tensor shapes of {op.name} give {op.flops} FLOPs / {op.bytes} bytes: beyond 64 bits")

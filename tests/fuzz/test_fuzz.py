@@ -14,13 +14,7 @@ from fuzzlib import BAD, TARGETS, build_seeds, failure_report, run_cases, summar
 
 #: Converter formats whose hardening lives on another branch; the fuzzer still finds crashes in
 #: converter code there. Empty this set once that work is merged (each entry says why it skips).
-CONVERTER_FORMATS_PENDING: dict[str, str] = {
-    "pytorch": "PyTorch ET converter: zlib.error/TypeError on malformed input until the converter hardening is merged",
-    "kineto": "Kineto converter: AttributeError/TypeError on malformed input until the converter hardening is merged",
-    "nsys": "nsys converter: TypeError/ValueError on altered SQLite rows until the converter hardening is merged",
-    "cupti": "CUPTI converter: TypeError on malformed records until the converter hardening is merged",
-    "text": "ASTRA-sim text converter: ValueError (value out of range) until its hardening is merged",
-}
+CONVERTER_FORMATS_PENDING: dict[str, str] = {}
 
 # CHAKRA_FUZZ_CASES=N overrides the per-format default counts (e.g. for a longer local run).
 _COUNT = int(os.environ["CHAKRA_FUZZ_CASES"]) if os.environ.get("CHAKRA_FUZZ_CASES") else None
