@@ -16,7 +16,7 @@ import numpy as np
 
 from chakra.errors import ConfigError, InputError
 from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
-from chakra.sim.collectives import CollectiveModel
+from chakra.sim.collective_run import CollectiveRunner
 from chakra.sim.config import (
     MemoryConfig,
     NetworkConfig,
@@ -301,7 +301,7 @@ def simulate(
     for engine in engines:
         engine.resolve_groups(groups, resolved)
     netm = Network(net_cfg, aware=congestion == "aware")
-    colls = CollectiveModel(netm, sys_cfg, compat=compat)
+    colls = CollectiveRunner(netm, sys_cfg, compat=compat)
     mem = MemoryModel(mem_cfg, sys_cfg, n)
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:

@@ -28,7 +28,7 @@ import numpy as np
 
 from chakra.errors import ChakraError, ConfigError
 from chakra.schema import NodeType, collective_name
-from chakra.sim.collectives import MODELLED, CollectiveModel
+from chakra.sim.collectives import MODELLED
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel
 from chakra.sim.network import Network
@@ -248,7 +248,9 @@ class RankEngine:
             }
             for row, item in self.info.items():
                 if len(item) == 5:
-                    self.info[row] = (item[0], item[1], item[2], members[item[2]], item[4])
+                    # A named process group runs on every dimension: ASTRA-sim ignores involved_dim there.
+                    inv = item[4] if item[2] in ("", "0") else None
+                    self.info[row] = (item[0], item[1], item[2], members[item[2]], inv)
             done[id(self.info)] = first_row
         for pg, row in first_row.items():
             item = self.info[row]
@@ -282,7 +284,7 @@ class Simulation:
         self,
         engines: list[RankEngine],
         network: Network,
-        colls: CollectiveModel,
+        colls: Any,
         memory: MemoryModel,
         *,
         policy: Optional[Policy] = None,
@@ -291,11 +293,11 @@ class Simulation:
         self.engines = engines
         self.net = network
         self.colls = colls
+        self.runner = colls
         self.memory = memory
         self.policy = policy
         self.log = log
         self.events = 0
-        self._dur_cache: dict[tuple, int] = {}
 
     def run(self) -> None:
         engines = self.engines
@@ -307,8 +309,7 @@ class Simulation:
         pending: dict[tuple, list] = {}
         arrived: dict[tuple, deque] = {}
         waiting: dict[tuple, deque] = {}
-        dur_cache = self._dur_cache
-        colls = self.colls
+        runner = self.runner
         p2p = self.net.p2p_time
         memory = self.memory
         log = self.log
@@ -402,13 +403,10 @@ class Simulation:
                     p[2].append((r, x))
                     if len(p[2]) == len(members):
                         del pending[key]
-                        dkey = (ctype, size, pg, inv)
-                        d = dur_cache.get(dkey)
-                        if d is None:
-                            d = dur_cache[dkey] = colls.duration(ctype, size, members, inv)
-                        done = t + d
-                        for r2, x2 in p[2]:
-                            push(heap, (done, nxt(), r2, x2))
+                        arrivals = {r2: x2 for r2, x2 in p[2]}
+                        starts = [engines[m].start[arrivals[m]] for m in members]
+                        for m, done in zip(members, runner.finish(ctype, size, members, inv, starts)):
+                            push(heap, (done, nxt(), m, arrivals[m]))
                 elif k == K_SEND:
                     dst, tag, size = e.info[x]
                     arrival = t + p2p(r, dst, size)

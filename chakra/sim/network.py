@@ -75,6 +75,15 @@ class Network:
 
     # -- congestion-aware: per-link FIFO, store-and-forward ------------------------------------
 
+    def link_times(self, dim: int, size: int) -> tuple[int, int]:
+        """(busy, delivery) ns of one message on one link of dimension `dim` (aware backend)."""
+        ser = size / self.bpn[dim]
+        return int(ser), int(self.lat[dim] + ser)
+
+    def route(self, src: int, dst: int) -> list[tuple]:
+        """The links (dim, line, from, to) a message takes on the aware backend."""
+        return self._route(src, dst)
+
     def _route(self, src: int, dst: int) -> list[tuple]:
         d = self.diff_dim(src, dst)
         if d < 0:

@@ -1,0 +1,548 @@
+"""One collective, message by message, as ASTRA-sim's system layer runs it (astra-sim.md §3.4-3.5).
+
+Every member runs its own copy of the algorithm from the time *it* issued the collective (ASTRA-sim
+schedules a rank's chunk streams as soon as that rank issues: early members send their first
+messages and wait for their peers), so members may finish at different times. The pieces, each in
+its own words here:
+
+- chunking: `chunk = size // preferred-dataset-splits` (tiny non-all-gather collectives are inflated
+  to splits x NPUs bytes); `ceil(size / chunk)` streams, **every one a full chunk** (the remainder
+  of a size the splits do not divide is rounded up to a whole chunk);
+- phases per stream (one per active network dimension, or one over the member ring for a process
+  subgroup), each on its dimension's queue; a queue runs `active-chunks-per-dimension` streams at a
+  time, the rest wait in arrival order;
+- per phase, the algorithm's packet state machine (ring, direct, halving-doubling): each packet
+  crosses the member's memory bus (`endpoint-delay`, or a fixed 10 ns on a subgroup's local ring)
+  and, when it carries data to reduce, waits `3 x floor(size / local-mem-bw)` more;
+- messages travel on the analytical network: unaware = one closed-form delay per message; aware =
+  store-and-forward over FIFO links private to this collective. A receive posted after its data
+  arrived completes at once.
+
+Results are relative to the first member's issue time and memoised per (shape, arrival offsets):
+data-parallel steps where every rank issues at the same time cost one run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
+
+from chakra.errors import ConfigError
+from chakra.schema import CollectiveType
+from chakra.sim.config import SystemConfig
+from chakra.sim.network import Network
+
+AR, AG, RS, A2A = (
+    int(CollectiveType.ALL_REDUCE),
+    int(CollectiveType.ALL_GATHER),
+    int(CollectiveType.REDUCE_SCATTER),
+    int(CollectiveType.ALL_TO_ALL),
+)
+IMPL_KEY = {AR: "all_reduce", AG: "all_gather", RS: "reduce_scatter", A2A: "all_to_all"}
+FAST_BUS_NS = 10  # a subgroup's "local" ring crosses the memory bus in a fixed 10 ns
+CW, ACW = 1, -1
+
+
+class Clock:
+    """The run's event heap: (time, seq, fn, arg); same-time events run in scheduling order."""
+
+    __slots__ = ("now", "heap", "seq")
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.heap: list = []
+        self.seq = 0
+
+    def at(self, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (self.now + delay, self.seq, fn, arg))
+
+    def run(self) -> None:
+        heap = self.heap
+        while heap:
+            self.now, _, fn, arg = heapq.heappop(heap)
+            fn(arg)
+
+
+class Ring:
+    """A logical ring over `ids` (one network dimension's line, or a subgroup's sorted members)."""
+
+    __slots__ = ("ids", "index", "local")
+
+    def __init__(self, ids: Sequence[int], local: bool) -> None:
+        self.ids = tuple(ids)
+        self.index = {r: i for i, r in enumerate(self.ids)}
+        self.local = local
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def step(self, rank: int, direction: int, k: int = 1) -> int:
+        return self.ids[(self.index[rank] + direction * k) % len(self.ids)]
+
+
+# ---- algorithms: per member, per phase -----------------------------------------------------------
+
+
+class RingAlg:
+    """Ring: each received packet is forwarded to the next member after the bus (and reduction)."""
+
+    def __init__(self, run: CollectiveRun, member: Member, stream: Stream, ctype: int, ring: Ring, data: int,
+                 direction: int) -> None:  # fmt: skip
+        self.run_ = run
+        self.member = member
+        self.stream = stream
+        self.ctype = ctype
+        self.ring = ring
+        self.id = member.rank
+        self.p = p = len(ring)
+        self.direction = direction
+        self.receiver = ring.step(self.id, direction)
+        self.sender = ring.step(self.id, -direction)
+        self.parallel = 1
+        self.stream_count = 2 * (p - 1) if ctype == AR else (p * (p - 1) // 2 if ctype == A2A else p - 1)
+        self.max_count = 0 if ctype in (A2A, AG) else p - 1
+        self.msg = data // p if ctype in (AR, RS, A2A) else data
+        self.final = data * p if ctype == AG else (data // p if ctype == RS else data)
+        self.free = 0
+        self.zero = 0
+        self.nonzero = 0
+        self.toggle = False
+        self.packets: deque = deque()
+        self.received = 0
+        self.per_msg = 1
+        self.bus = FAST_BUS_NS if ring.local and run.compat else run.ed
+
+    def nonzero_packets(self) -> int:
+        return (self.p - 1) * self.parallel
+
+    def on_init(self) -> None:
+        for _ in range(self.parallel):
+            self.insert()
+
+    def on_general(self) -> None:
+        self.free += 1
+        self.ready()
+        self.iterate()
+
+    def on_received(self) -> None:
+        self.received += 1
+        self.insert()
+
+    def insert(self) -> None:
+        if self.zero == 0 and self.nonzero == 0:
+            self.zero = self.parallel
+            self.nonzero = self.nonzero_packets()
+            self.toggle = not self.toggle
+        if self.zero > 0:
+            self.packets.append(self.packet())
+            self.zero -= 1
+            self.release(False, to_memory=True)
+            return
+        if self.nonzero > 0:
+            self.packets.append(self.packet())
+            processed = self.ctype == RS or (self.ctype == AR and self.toggle)
+            self.nonzero -= 1
+            self.release(processed, to_memory=False)
+            return
+        raise AssertionError("ring: nothing to inject")
+
+    def packet(self) -> tuple[int, int, int]:
+        return (self.receiver, self.sender, self.msg)
+
+    def release(self, processed: bool, to_memory: bool) -> None:
+        self.max_count -= 1
+        self.run_.bundle(self, self.msg, processed)
+        self.after_release()
+
+    def after_release(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        if not self.packets or self.stream_count == 0 or self.free == 0:
+            return False
+        dst, src, size = self.packets[0]
+        self.run_.send(self, self.id, dst, size)
+        self.run_.recv(self, src, self.id, size)
+        if self.per_msg > 0:
+            self.per_msg -= 1
+        if self.per_msg == 0 and self.stream_count > 0:
+            self.stream_count -= 1
+            if self.stream_count > 0:
+                self.per_msg = 1
+        self.packets.popleft()
+        self.free -= 1
+        return True
+
+    def iterate(self) -> None:
+        if self.stream_count == 0 and self.free == self.parallel:
+            self.run_.phase_done(self.member, self.stream)
+
+
+class DirectAlg(RingAlg):
+    """ASTRA-sim's `direct` (its AllToAll class): a window of peers at once, walking the ring."""
+
+    def __init__(self, run, member, stream, ctype, ring, data, direction, window: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(run, member, stream, ctype, ring, data, direction)
+        self.middle = self.p - 1
+        self.parallel = self.p - 1 if window < 0 else min(window, self.p - 1)
+        if ctype == A2A:
+            self.stream_count = self.p - 1
+
+    def nonzero_packets(self) -> int:
+        return (self.p - 1) * self.parallel if self.ring.local else self.parallel
+
+    def on_general(self) -> None:
+        self.free += 1
+        if self.ctype == AR and self.stream_count <= self.middle:
+            if self.received < self.middle:
+                return
+            for _ in range(self.parallel):
+                self.ready()
+        else:
+            self.ready()
+        self.iterate()
+
+    def after_release(self) -> None:
+        ring, me, d = self.ring, self.id, self.direction
+        self.receiver = ring.step(self.receiver, d)
+        if self.receiver == me:
+            self.receiver = ring.step(self.receiver, d)
+        self.sender = ring.step(self.sender, -d)
+        if self.sender == me:
+            self.sender = ring.step(self.sender, -d)
+
+
+class HalvingDoublingAlg(RingAlg):
+    """Recursive halving (reduce-scatter) then doubling (all-gather) over partners at ring offsets."""
+
+    def __init__(self, run, member, stream, ctype, ring, data, direction) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(run, member, stream, ctype, ring, data, direction)
+        p = self.p
+        lg = int(math.log2(p))
+        if ctype == A2A:
+            raise ConfigError(
+                f"{run.where}: halvingDoubling has no all-to-all (ASTRA-sim exits: unknown communication type)"
+            )
+        self.stream_count = 2 * lg if ctype == AR else lg
+        self.max_count = 0 if ctype == AG else lg
+        self.lg = lg
+        if ctype == AG:
+            self.msg, self.offset, self.mult = data, p // 2, 0.5
+        else:
+            self.msg, self.offset, self.mult = data // 2, 1, 2.0
+        self.final = data * p if ctype == AG else (data // p if ctype == RS else data)
+        self.receiver = self.partner()
+        self.sender = self.receiver
+
+    def partner(self) -> int:
+        if self.offset == 0:
+            direction = CW
+        else:
+            direction = CW if (self.ring.index[self.id] // self.offset) % 2 == 0 else ACW
+        return self.ring.step(self.id, direction, self.offset)
+
+    def nonzero_packets(self) -> int:
+        return self.lg - self.parallel
+
+    def after_release(self) -> None:
+        self.offset = int(self.offset * self.mult)
+        self.msg = int(self.msg / self.mult)
+        if self.offset == self.p and self.ctype == AR:
+            self.mult = 0.5
+            self.offset = int(self.offset * self.mult)
+            self.msg = int(self.msg / self.mult)
+        self.receiver = self.partner()
+        self.sender = self.receiver
+
+
+# ---- streams, queues, members ------------------------------------------------------------------
+
+
+class Stream:
+    __slots__ = ("phases", "queue", "alg", "index", "initialized")
+
+    def __init__(self, phases: list[tuple]) -> None:
+        self.phases = phases  # [(queue, factory(member, stream) -> algorithm)]
+        self.queue = -1
+        self.alg: Any = None
+        self.index = -1
+        self.initialized = False
+
+
+class Member:
+    __slots__ = ("rank", "active", "running", "left", "finish")
+
+    def __init__(self, rank: int, streams: int) -> None:
+        self.rank = rank
+        self.active: dict[int, list[Stream]] = {}
+        self.running: dict[int, int] = {}
+        self.left = streams
+        self.finish = -1
+
+
+class CollectiveRun:
+    """Runs one collective on every member from its own issue time; `finish` per member."""
+
+    def __init__(self, owner: CollectiveRunner, phase_plan: Callable[[int], list], members: Sequence[int],
+                 starts: Sequence[int], chunks: int) -> None:  # fmt: skip
+        self.net = owner.net
+        self.ed = owner.ed
+        self.compat = owner.compat
+        self.lmbw = owner.sys.local_mem_bw
+        self.where = owner.where
+        self.threshold = owner.sys.active_chunks_per_dimension
+        self.clock = Clock()
+        self.members = {r: Member(r, chunks) for r in members}
+        self.phase_plan = phase_plan
+        self.chunks = chunks
+        self.sent: dict[tuple, deque] = {}  # (chunk, src, dst, size) -> arrivals not yet received
+        self.posted: dict[tuple, deque] = {}  # (chunk, src, dst, size) -> receivers waiting
+        self.free: dict[tuple, int] = {}  # aware links: time each becomes free
+        for r, t in zip(members, starts):
+            self.clock.now = 0
+            self.clock.at(t, self.issue, r)
+
+    # -- system layer --
+    def issue(self, rank: int) -> None:
+        m = self.members[rank]
+        for c in range(self.chunks):
+            s = Stream(self.phase_plan(rank))
+            s.index = c
+            self.next_phase(m, s)
+
+    def next_phase(self, m: Member, s: Stream) -> None:
+        prev = s.queue
+        if prev >= 0:
+            m.active[prev].remove(s)
+        if not s.phases:
+            m.left -= 1
+            if m.left == 0:
+                m.finish = self.clock.now
+            self.fill(m, prev, released=True)
+            return
+        q, factory = s.phases.pop(0)
+        s.queue = q
+        s.alg = factory(self, m, s)
+        s.initialized = False
+        m.active.setdefault(q, []).append(s)
+        if prev >= 0:
+            self.fill(m, prev, released=True)
+        self.fill(m, q, released=False)
+
+    def fill(self, m: Member, q: int, released: bool) -> None:
+        if released:
+            m.running[q] -= 1
+        run = m.running.get(q, 0)
+        lst = m.active.get(q, [])
+        i = run
+        while i < len(lst) and run < self.threshold:
+            s = lst[i]
+            s.initialized = True
+            s.alg.on_init()
+            run += 1
+            i += 1
+        m.running[q] = run
+
+    def phase_done(self, m: Member, s: Stream) -> None:
+        self.next_phase(m, s)
+
+    def bundle(self, alg: RingAlg, size: int, processed: bool) -> None:
+        """A packet crosses the memory bus, then (if it carries data to reduce) the reduction."""
+
+        def after_bus(_: Any) -> None:
+            if processed:
+                self.clock.at(self.reduction(size), lambda _a: alg.on_general())
+            else:
+                alg.on_general()
+
+        self.clock.at(alg.bus, after_bus)
+
+    def reduction(self, size: int) -> int:
+        bw = self.lmbw * 1e9
+        if bw <= 0:
+            raise ConfigError(
+                f"{self.where}: local-mem-bw must be > 0 for reducing collectives (ASTRA-sim divides by it)"
+            )
+        return 3 * int(size / bw * 1e9)
+
+    # -- network --
+    def send(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
+        key = (alg.stream.index, src, dst, size)
+        if self.net.aware:
+            self.hop(self.net.route(src, dst), 0, key, size)
+        else:
+            self.clock.at(self.net.p2p_time(src, dst, size), self.arrive, key)
+
+    def hop(self, route: list, i: int, key: tuple, size: int) -> None:
+        if i == len(route):
+            self.arrive(key)
+            return
+        link = route[i]
+        now = self.clock.now
+        start = max(now, self.free.get(link, 0))
+        ser, lat = self.net.link_times(link[0], size)
+        self.free[link] = start + ser
+        self.clock.at(start - now + lat, lambda _a: self.hop(route, i + 1, key, size))
+
+    def arrive(self, key: tuple) -> None:
+        waiting = self.posted.get(key)
+        if waiting:
+            waiting.popleft().on_received()
+        else:
+            self.sent.setdefault(key, deque()).append(self.clock.now)
+
+    def recv(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
+        key = (alg.stream.index, src, dst, size)
+        done = self.sent.get(key)
+        if done:
+            done.popleft()
+            self.clock.at(0, lambda _a: alg.on_received())
+        else:
+            self.posted.setdefault(key, deque()).append(alg)
+
+
+class CollectiveRunner:
+    """Per-member finish offsets of collectives on one network + system config, memoised."""
+
+    def __init__(self, net: Network, system: SystemConfig, *, compat: bool = True) -> None:
+        self.net = net
+        self.compat = compat
+        self.sys = system
+        self.where = str(system.path or "<system>")
+        self.ed = int(system.endpoint_delay * system.injection_scale)
+        self.total = net.cfg.total_npus
+        self._cache: dict[tuple, tuple[int, ...]] = {}
+
+    def chunks(self, ctype: int, size: int) -> tuple[int, int]:
+        """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
+        splits = self.sys.preferred_dataset_splits
+        chunk = size // splits
+        if ctype != AG and self.total > chunk:
+            chunk = self.total
+            size = splits * chunk
+        if chunk <= 0:
+            raise ConfigError(
+                f"{self.where}: an all-gather of {size} B is smaller than preferred-dataset-splits "
+                f"({splits}): ASTRA-sim divides by zero"
+            )
+        return -(-size // chunk), chunk
+
+    def finish(
+        self,
+        ctype: int,
+        size: int,
+        members: tuple[int, ...],
+        involved: Optional[tuple[bool, ...]],
+        starts: Sequence[int],
+    ) -> list[int]:
+        """Finish time of each member (same order as `members`) given each one's issue time."""
+        t0 = min(starts)
+        offsets = tuple(s - t0 for s in starts)
+        key = (ctype, size, members, involved, offsets)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._run(ctype, size, members, involved, offsets)
+            self._cache[key] = hit
+        return [t0 + x for x in hit]
+
+    def _run(self, ctype, size, members, involved, offsets) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+        n, chunk = self.chunks(ctype, size)
+        plan = self.plan(ctype, members, involved, chunk)
+        if plan is None:
+            return tuple(offsets)  # no dimension to run on: ASTRA-sim never finishes it (see engine warning)
+        run = CollectiveRun(self, plan, members, offsets, n)
+        run.clock.run()
+        out = []
+        for r in members:
+            f = run.members[r].finish
+            if f < 0:
+                raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
+            out.append(f)
+        return tuple(out)
+
+    # -- phases -------------------------------------------------------------------------------
+    def algorithm(self, name: str, ctype: int) -> Callable:
+        base = name.rstrip("0123456789")
+        window = int(name[len(base) :]) if len(base) < len(name) else -1
+        if base.startswith("one"):
+            base = base[3].lower() + base[4:]
+        if base == "ring":
+            return lambda run, m, s, c, ring, data, d: RingAlg(run, m, s, c, ring, data, d)
+        if base == "direct":
+            return lambda run, m, s, c, ring, data, d: DirectAlg(run, m, s, c, ring, data, d, window)
+        if base == "halvingDoubling":
+            return lambda run, m, s, c, ring, data, d: HalvingDoublingAlg(run, m, s, c, ring, data, d)
+        raise NotImplementedError(name)
+
+    def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int) -> Optional[Callable]:  # type: ignore[no-untyped-def]
+        """member rank -> [(queue, factory)] for one stream, or None when no phase is left."""
+        algs = self.sys.implementation(IMPL_KEY[ctype])
+        if not algs:
+            raise ConfigError(
+                f"{self.where}: no {IMPL_KEY[ctype].replace('_', '-')}-implementation in the system config"
+            )
+        net = self.net
+        full = len(members) == self.total
+        if not full:
+            # A process subgroup: one "local" ring over its members in the listed order (measured:
+            # ASTRA-sim's ring follows the comm-group file's order); a multi-dimensional algorithm
+            # list becomes a plain ring, a single one is kept.
+            name = algs[0] if len(algs) == 1 else "ring"
+            ring = Ring(members, local=True)
+            dims = [(0, ring, name)]
+            inv = [True]
+        else:
+            dims = []
+            for d, name in enumerate(algs):
+                if name.startswith("one"):
+                    dims.append((d, Ring(range(self.total), local=False), name))
+                    break
+                if d >= len(net.counts):
+                    raise ConfigError(f"{self.where}: {len(algs)} algorithms for a {len(net.counts)}-D network")
+                dims.append((d, None, name))
+            inv = list(involved) if involved is not None else [True] * 16
+        sizes = [len(ring) if ring is not None else net.counts[d] for d, ring, _ in dims]
+        active = [i for i, (d, _, _) in enumerate(dims) if sizes[i] > 1 and (d < len(inv) and inv[d])]
+        if not active:
+            return None
+
+        def line(i: int, rank: int) -> Ring:
+            d, ring, _ = dims[i]
+            if ring is not None:
+                return ring
+            stride = net.strides[d]
+            base = rank - ((rank // stride) % net.counts[d]) * stride
+            return Ring([base + k * stride for k in range(net.counts[d])], local=False)
+
+        phases: list[tuple[int, int, int]] = []  # (dims index, collective, direction)
+        if ctype == AR and self.sys.collective_optimization == "localBWAware":
+            last = active[-1]
+            phases = [(i, RS, CW) for i in active if i < last] + [(last, AR, CW)]
+            phases += [(i, AG, ACW) for i in reversed(active) if i < last]
+        elif ctype == AG:
+            phases = [(i, AG, CW) for i in reversed(active)]
+        else:
+            phases = [(i, ctype, CW) for i in active]
+        factories = [self.algorithm(dims[i][2], c) for i, c, _ in phases]
+
+        def stream_phases(rank: int) -> list:
+            out = []
+            data = [chunk]
+
+            def make(i: int, c: int, direction: int, fac: Callable) -> Callable:
+                def build(run: CollectiveRun, m: Member, s: Stream) -> RingAlg:
+                    alg = fac(run, m, s, c, line(i, rank), data[0], direction)
+                    data[0] = alg.final
+                    return alg
+
+                return build
+
+            for (i, c, direction), fac in zip(phases, factories):
+                out.append((dims[i][0], make(i, c, direction, fac)))
+            return out
+
+        return stream_phases
