@@ -9,7 +9,16 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json
+from chakra.cli_common import (
+    JsonOption,
+    QuietOption,
+    console,
+    handle_errors,
+    info,
+    make_progress,
+    print_json,
+    warn,
+)
 from chakra.errors import ConfigError
 
 
@@ -29,6 +38,11 @@ def simulate_cmd(
     comm: str = typer.Option("model", "--comm", help="model: network model; replay: recorded duration_micros."),
     corrected: bool = typer.Option(
         False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
+    ),
+    astra_sim_breakdown: bool = typer.Option(
+        False,
+        "--astra-sim-breakdown",
+        help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
     ),
     policy: str = typer.Option(
         "id",
@@ -80,6 +94,7 @@ def simulate_cmd(
                     comm_mode=comm,
                     log_path=log_path,
                     compat=not corrected,
+                    breakdown="astra-sim" if astra_sim_breakdown else "overlap",
                     policy=policy,
                     slots=_parse_slots(slots),
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -94,6 +109,8 @@ def simulate_cmd(
                 Path(tmp_log.name).unlink(missing_ok=True)
         if log is not None:
             info(f"wrote {log}", quiet)
+        for line in result.warnings:
+            warn(line)
         if json_out:
             print_json(result.to_json())
             return
@@ -108,6 +125,7 @@ def simulate_cmd(
             by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
             rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
             table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
+        table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
         for rank, r in rows:
             table.add_row(
                 str(rank),

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from chakra.errors import ConfigError, InputError
+from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner
 from chakra.sim.config import (
@@ -61,6 +61,9 @@ class SimResult:
     settings: dict[str, Any] = field(default_factory=dict)
     events: int = 0
     wall_s: float = 0.0
+    # One line per situation where the real ASTRA-sim would abort, hang or stop a rank early,
+    # saying what it would do; the answer above is still ours.
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """`{"ranks": {"<rank>": {...}}, "finish_ns": max, "settings": {...}, "events": n}`."""
@@ -70,6 +73,7 @@ class SimResult:
             "units": "ns",
             "settings": self.settings,
             "events": self.events,
+            "warnings": self.warnings,
         }
 
 
@@ -86,7 +90,14 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
 
 
-def rank_stats(e: RankEngine, compat: bool) -> RankResult:
+BREAKDOWNS = ("overlap", "astra-sim")
+BREAKDOWN_TEXT = {
+    "overlap": "exposed comm = time covered by communication and not by compute (overlap-aware)",
+    "astra-sim": "exposed comm = finish - sum of GPU compute durations (ASTRA-sim's definition)",
+}
+
+
+def rank_stats(e: RankEngine, astra_breakdown: bool) -> RankResult:
     kind = np.frombuffer(e.kind, dtype=np.int8)
     s = np.frombuffer(e.start, dtype=np.int64)
     en = np.frombuffer(e.end, dtype=np.int64)
@@ -98,7 +109,7 @@ def rank_stats(e: RankEngine, compat: bool) -> RankResult:
     comm_ns = _union(s[comm], en[comm])
     both = comp | comm
     busy_all = _union(s[both | mem], en[both | mem])
-    if compat:
+    if astra_breakdown:
         exposed = finish - e.gpu_sum  # ASTRA-sim: finish - sum of GPU compute durations (astra-sim#302)
     else:
         exposed = _union(s[both], en[both]) - compute_ns
@@ -181,15 +192,27 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     return out
 
 
-def load_table(source: Any, names: bool) -> Any:
+def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
     """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace."""
     from chakra.feeder.table import table_from_et, table_from_nodes
 
     if isinstance(source, Trace):
-        return table_from_nodes(source.nodes, path=source.path, names=names)
+        return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
     if is_json_file(source):
-        return table_from_nodes(read_trace(source).nodes, path=source, names=names)
-    return table_from_et(source, names=names)[1]
+        return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
+    return table_from_et(source, names=names, missing_deps=missing_deps)[1]
+
+
+def _load_table_tolerant(source: Any, names: bool, warnings: list[str]) -> Any:
+    """As `load_table`, but a dependency on a missing node is dropped with a warning: ASTRA-sim
+    aborts on such a trace, and the rest of the run is still worth an answer."""
+    try:
+        return load_table(source, names)
+    except TraceFormatError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        warnings.append(f"{exc}: ASTRA-sim aborts on it; here the dependency is dropped")
+        return load_table(source, names, missing_deps="drop")
 
 
 def load_tables(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool) -> list[tuple[int, Any]]:
@@ -228,6 +251,7 @@ def simulate(
     record_nodes: bool = False,
     log_path: Optional[PathLike] = None,
     compat: bool = True,
+    breakdown: str = "overlap",
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> SimResult:
@@ -239,13 +263,18 @@ def simulate(
     memory None = NO_MEMORY_EXPANSION). `congestion`: "aware" | "unaware". `comm_mode`: "model" |
     "replay" (comm nodes take their recorded duration). `policy`: "id" (smallest ready id first,
     as ASTRA-sim) or `f(ready_node_ids, rank) -> node id`. `compat=True` follows ASTRA-sim's known
-    quirks (exposed-comm formula, subgroup ring delay, METADATA nodes in the comm slot);
-    False gives the corrected model. `slots`: ops in flight per rank and class,
+    quirks (subgroup ring delay, METADATA nodes in the comm slot); False gives the corrected
+    model. `breakdown`: "overlap" (default: exposed comm = time covered by communication and not
+    by compute) or "astra-sim" (finish - sum of GPU compute durations, ASTRA-sim's printout).
+    `slots`: ops in flight per rank and class,
     `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
     threads and streams; the trace's dependencies carry their order).
     """
     t0 = time.perf_counter()
+    if breakdown not in BREAKDOWNS:
+        raise ConfigError(f"breakdown must be one of {', '.join(BREAKDOWNS)}, not {breakdown!r}")
+    astra_breakdown = breakdown == "astra-sim"
     if congestion not in ("aware", "unaware"):
         raise ConfigError(f"--congestion must be aware or unaware, not {congestion!r}")
     if comm_mode not in ("model", "replay"):
@@ -272,6 +301,7 @@ def simulate(
             raise ConfigError(f"unknown resource class {key!r} in slots (use cpu, gpu, comm)")
         caps[key] = int(value)
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
+    warnings: list[str] = network_warnings(net_cfg, congestion)
     # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
     # are indexed once and share the compiled read-only arrays.
     engines: list[RankEngine] = []
@@ -285,7 +315,7 @@ def simulate(
             if progress is not None:
                 progress(len(engines), n)
             continue
-        table = load_table(src, names)
+        table = _load_table_tolerant(src, names, warnings)
         for text in table.metadata_inputs:
             groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
         engine = RankEngine(
@@ -312,7 +342,10 @@ def simulate(
     else:
         sim = Simulation(engines, netm, colls, mem, policy=pol)
         sim.run()
-    ranks = {e.rank: rank_stats(e, compat) for e in engines}
+    for w in [x for e in engines for x in e.warnings] + sim.warnings + colls.warnings:
+        if w not in warnings:
+            warnings.append(w)
+    ranks = {e.rank: rank_stats(e, astra_breakdown) for e in engines}
     node_times = None
     if record_nodes:
         node_times = {}
@@ -323,6 +356,8 @@ def simulate(
         "congestion": congestion,
         "comm_mode": comm_mode,
         "compat": "astra-sim" if compat else "corrected",
+        "breakdown": breakdown,
+        "breakdown_definition": BREAKDOWN_TEXT[breakdown],
         "network": {
             "topology": net_cfg.topology,
             "npus_count": net_cfg.npus_count,
@@ -339,4 +374,22 @@ def simulate(
         settings=settings,
         events=sim.events,
         wall_s=time.perf_counter() - t0,
+        warnings=warnings,
     )
+
+
+def network_warnings(net: NetworkConfig, congestion: str) -> list[str]:
+    """Networks the real ASTRA-sim binaries refuse (we simulate them anyway)."""
+    out = []
+    if net.total_npus == 1:
+        out.append("a 1-NPU network: ASTRA-sim rejects it and does not run")
+    if congestion == "aware" and net.dims > 1:
+        out.append(
+            "a multi-dimensional network on the congestion-aware backend: ASTRA-sim's aware binary rejects it; "
+            "here every dimension gets its own links"
+        )
+    if congestion == "aware" and any(t == "Ring" and int(c) == 2 for t, c in zip(net.topology, net.npus_count)):
+        out.append(
+            "a Ring of 2 NPUs on the congestion-aware backend: ASTRA-sim asserts and aborts (FullyConnected of 2 works)"
+        )
+    return out

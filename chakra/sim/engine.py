@@ -27,12 +27,24 @@ from typing import Any, Optional
 import numpy as np
 
 from chakra.errors import ChakraError, ConfigError
-from chakra.schema import NodeType, collective_name
+from chakra.schema import CollectiveType, NodeType, collective_name
 from chakra.sim.collectives import MODELLED
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel
 from chakra.sim.network import Network
 
+# Collective types ASTRA-sim's workload layer rejects ("Unsupported collective comm type"): the
+# rank then never finishes there. BROADCAST is replayed by ASTRA-sim itself.
+UNSUPPORTED = frozenset(
+    int(c)
+    for c in (
+        CollectiveType.REDUCE,
+        CollectiveType.GATHER,
+        CollectiveType.SCATTER,
+        CollectiveType.BARRIER,
+        CollectiveType.REDUCE_SCATTER_BLOCK,
+    )
+)
 K_GPU, K_CPU, K_COLL, K_SEND, K_RECV, K_MEM, K_ZERO, K_REPLAY = range(8)
 S_CPU, S_GPU, S_COMM, S_FREE = range(4)
 KIND_NAMES = ("gpu_comp", "cpu_comp", "collective", "send", "recv", "memory", "zero", "replay_comm")
@@ -70,6 +82,7 @@ class RankEngine:
         "replayed",
         "shareable",
         "static",
+        "warnings",
     )
 
     def __init__(
@@ -112,6 +125,12 @@ class RankEngine:
                 perf = np.minimum(system.local_mem_bw * 1e9 * oi, system.peak_perf * 1e12)
                 roof = np.where((tsz > 0) & (perf > 0), np.floor(ops / np.where(perf > 0, perf, 1) * 1e9), 0)
             delay[gpu] = roof[gpu].astype(np.int64)
+        # Situations where ASTRA-sim stops or aborts (we still answer; the caller prints one line each).
+        self.warnings: list[str] = []
+        if int((types == NodeType.METADATA_NODE).sum()):
+            self.warnings.append(
+                "METADATA node(s): ASTRA-sim 2.x aborts at t=0 on them ('Invalid node_type'); here they take 0 ns"
+            )
         # Communication attributes (sparse: only comm/mem nodes carry them).
         info: dict[int, tuple] = {}
         replay_all = system.replay_only or comm_mode == "replay"
@@ -122,6 +141,11 @@ class RankEngine:
             where = f"{self.path} node {nid}"
             if k == K_COLL:
                 ctype = _int(attrs.get("comm_type"), None)
+                if ctype in UNSUPPORTED and not replay_all:
+                    self.warnings.append(
+                        f"{collective_name(ctype)} collective(s): ASTRA-sim does not implement them and never "
+                        "finishes the rank; here they are replayed from duration_micros"
+                    )
                 if replay_all or ctype not in MODELLED or "comm_size" not in attrs:
                     # BROADCAST (as ASTRA-sim), other types ASTRA-sim cannot simulate, and
                     # collectives without comm_type/comm_size are replayed from duration_micros.
@@ -224,6 +248,7 @@ class RankEngine:
         for name in ("ids", "names", "kind", "slot", "delay", "ptr", "cidx", "info", "n", "gpu_sum", "path"):
             setattr(other, name, getattr(self, name))
         other.replayed = self.replayed
+        other.warnings = self.warnings
         other.shareable = True
         other.static = self.static
         other.rank = rank
@@ -298,6 +323,7 @@ class Simulation:
         self.policy = policy
         self.log = log
         self.events = 0
+        self.warnings: list[str] = []
 
     def run(self) -> None:
         engines = self.engines
@@ -415,18 +441,22 @@ class Simulation:
                     w = waiting.get(key)
                     if w:
                         r2, x2 = w.popleft()
+                        if engines[r2].info[x2][2] != size:
+                            self._size_mismatch(r, x, r2, x2)
                         push(heap, (arrival, nxt(), r2, x2))
                     else:
                         q = arrived.get(key)
                         if q is None:
                             q = arrived[key] = deque()
-                        q.append(arrival)
+                        q.append((arrival, size, x))
                 elif k == K_RECV:
                     src, tag, size = e.info[x]
                     key = (src, r, tag)
                     q = arrived.get(key)
                     if q:
-                        a = q.popleft()
+                        a, sent_size, sx = q.popleft()
+                        if sent_size != size:
+                            self._size_mismatch(src, sx, r, x)
                         push(heap, (a if a > t else t, nxt(), r, x))
                     else:
                         w = waiting.get(key)
@@ -439,6 +469,15 @@ class Simulation:
                     push(heap, (memory.access(r, size, local, t, where), nxt(), r, x))
         self.events = events
         self._check_drained(pending, waiting)
+
+    def _size_mismatch(self, sr: int, sx: int, rr: int, rx: int) -> None:
+        """ASTRA-sim matches send and receive on (tag, src, dst, size): different sizes never meet."""
+        if not any("different sizes" in w for w in self.warnings):
+            self.warnings.append(
+                f"send/recv of different sizes (rank {sr} node {int(self.engines[sr].ids[sx])} -> rank {rr} node "
+                f"{int(self.engines[rr].ids[rx])}): ASTRA-sim never matches them and hangs; here they are matched "
+                "on (src, dst, tag)"
+            )
 
     def _issue_by_policy(self, e: RankEngine, r: int) -> list[int]:
         """Slow path for a custom policy: repeatedly ask it which ready node (whose slot is free) goes next."""
