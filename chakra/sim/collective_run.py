@@ -284,31 +284,83 @@ class Member:
         self.finish = -1
 
 
-class CollectiveRun:
-    """Runs one collective on every member from its own issue time; `finish` per member."""
+def transmit(
+    clock: Any, net: Network, free: dict, src: int, dst: int, size: int, done: Callable[[Any], None], arg: Any
+) -> None:
+    """Send `size` bytes src -> dst from the clock's now; `done(arg)` runs on arrival.
 
-    def __init__(self, owner: CollectiveRunner, phase_plan: Callable[[int], list], members: Sequence[int],
-                 starts: Sequence[int], chunks: int) -> None:  # fmt: skip
+    Unaware: one closed-form delay. Aware: hop by hop, each link FIFO (a message waits until the
+    link's previous one is serialized), store-and-forward; links are booked when the message
+    reaches them, so traffic from every source queues in time order.
+    """
+    if not net.aware:
+        clock.at(net.p2p_time(src, dst, size), done, arg)
+        return
+    route = net.route(src, dst)
+    if not route:
+        clock.at(0, done, arg)
+        return
+
+    def hop(i: int) -> None:
+        if i == len(route):
+            done(arg)
+            return
+        link = route[i]
+        now = clock.now
+        start = max(now, free.get(link, 0))
+        busy, deliver = net.link_times(link[0], size)
+        free[link] = start + busy
+        clock.at(start - now + deliver, hop, i + 1)
+
+    hop(0)
+
+
+class Wires:
+    """Message matching and link state; one per isolated run, or one shared by a whole simulation
+    (live mode: collectives and sends then queue on the same aware links)."""
+
+    __slots__ = ("sent", "posted", "free")
+
+    def __init__(self) -> None:
+        self.sent: dict[tuple, deque] = {}  # (tag, chunk, src, dst, size) -> arrivals not yet received
+        self.posted: dict[tuple, deque] = {}  # (tag, chunk, src, dst, size) -> receivers waiting
+        self.free: dict[tuple, int] = {}  # aware links: time each becomes free
+
+
+class CollectiveRun:
+    """One collective: members join with `issue(rank)` (at the clock's now) and run on their own;
+    `on_finish(rank)` is called when a member's last chunk is done."""
+
+    def __init__(
+        self,
+        owner: CollectiveRunner,
+        phase_plan: Callable[[int], list],
+        chunks: int,
+        clock: Any,
+        wires: Wires,
+        tag: Any = None,
+        on_finish: Optional[Callable[[int], None]] = None,
+    ) -> None:
         self.net = owner.net
         self.ed = owner.ed
         self.compat = owner.compat
         self.lmbw = owner.sys.local_mem_bw
         self.where = owner.where
         self.threshold = owner.sys.active_chunks_per_dimension
-        self.clock = Clock()
-        self.members = {r: Member(r, chunks) for r in members}
+        self.clock = clock
+        self.members: dict[int, Member] = {}
         self.phase_plan = phase_plan
         self.chunks = chunks
-        self.sent: dict[tuple, deque] = {}  # (chunk, src, dst, size) -> arrivals not yet received
-        self.posted: dict[tuple, deque] = {}  # (chunk, src, dst, size) -> receivers waiting
-        self.free: dict[tuple, int] = {}  # aware links: time each becomes free
-        for r, t in zip(members, starts):
-            self.clock.now = 0
-            self.clock.at(t, self.issue, r)
+        self.wires = wires
+        self.sent = wires.sent
+        self.posted = wires.posted
+        self.free = wires.free
+        self.tag = tag
+        self.on_finish = on_finish
 
     # -- system layer --
     def issue(self, rank: int) -> None:
-        m = self.members[rank]
+        m = self.members[rank] = Member(rank, self.chunks)
         for c in range(self.chunks):
             s = Stream(self.phase_plan(rank))
             s.index = c
@@ -322,6 +374,8 @@ class CollectiveRun:
             m.left -= 1
             if m.left == 0:
                 m.finish = self.clock.now
+                if self.on_finish is not None:
+                    self.on_finish(m.rank)
             self.fill(m, prev, released=True)
             return
         q, factory = s.phases.pop(0)
@@ -371,22 +425,8 @@ class CollectiveRun:
 
     # -- network --
     def send(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
-        key = (alg.stream.index, src, dst, size)
-        if self.net.aware:
-            self.hop(self.net.route(src, dst), 0, key, size)
-        else:
-            self.clock.at(self.net.p2p_time(src, dst, size), self.arrive, key)
-
-    def hop(self, route: list, i: int, key: tuple, size: int) -> None:
-        if i == len(route):
-            self.arrive(key)
-            return
-        link = route[i]
-        now = self.clock.now
-        start = max(now, self.free.get(link, 0))
-        ser, lat = self.net.link_times(link[0], size)
-        self.free[link] = start + ser
-        self.clock.at(start - now + lat, lambda _a: self.hop(route, i + 1, key, size))
+        key = (self.tag, alg.stream.index, src, dst, size)
+        transmit(self.clock, self.net, self.free, src, dst, size, self.arrive, key)
 
     def arrive(self, key: tuple) -> None:
         waiting = self.posted.get(key)
@@ -396,7 +436,7 @@ class CollectiveRun:
             self.sent.setdefault(key, deque()).append(self.clock.now)
 
     def recv(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
-        key = (alg.stream.index, src, dst, size)
+        key = (self.tag, alg.stream.index, src, dst, size)
         done = self.sent.get(key)
         if done:
             done.popleft()
@@ -450,19 +490,37 @@ class CollectiveRunner:
             self._cache[key] = hit
         return [t0 + x for x in hit]
 
+    def live(
+        self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, wires: Wires, tag: Any,
+        on_finish: Callable[[int], None],
+    ) -> Optional[CollectiveRun]:  # fmt: skip
+        """A collective that runs on the caller's clock and links; members join with `issue`."""
+        n, chunk = self.chunks(ctype, size)
+        plan = self.plan(ctype, members, involved, chunk)
+        if plan is None:
+            self._no_dims()
+            return None
+        return CollectiveRun(self, plan, n, clock, wires, tag, on_finish)
+
+    def _no_dims(self) -> None:
+        msg = (
+            "a collective with no network dimension to run on (involved_dim all false or size-1 dimensions): "
+            "ASTRA-sim never finishes it; here it takes 0 ns"
+        )
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
     def _run(self, ctype, size, members, involved, offsets) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk)
         if plan is None:
-            msg = (
-                "a collective with no network dimension to run on (involved_dim all false or size-1 dimensions): "
-                "ASTRA-sim never finishes it; here it takes 0 ns"
-            )
-            if msg not in self.warnings:
-                self.warnings.append(msg)
+            self._no_dims()
             return tuple(offsets)
-        run = CollectiveRun(self, plan, members, offsets, n)
-        run.clock.run()
+        clock = Clock()
+        run = CollectiveRun(self, plan, n, clock, Wires())
+        for r, t in zip(members, offsets):
+            clock.at(t, run.issue, r)
+        clock.run()
         out = []
         for r in members:
             f = run.members[r].finish

@@ -28,6 +28,7 @@ import numpy as np
 
 from chakra.errors import ChakraError, ConfigError
 from chakra.schema import CollectiveType, NodeType, collective_name
+from chakra.sim.collective_run import Wires, transmit
 from chakra.sim.collectives import MODELLED
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel
@@ -286,6 +287,18 @@ class RankEngine:
                 )
 
 
+def needs_live(engines: list[RankEngine]) -> bool:
+    """Whether any traffic could share a link with a collective: a send, or two process groups."""
+    groups = set()
+    for e in engines:
+        if not e.shareable:  # has sends/receives
+            return True
+        for item in e.info.values():
+            if len(item) == 5:
+                groups.add(item[2] if item[2] not in ("", "0") else "")
+    return len(groups) > 1
+
+
 def _cap(count: int) -> int:
     """Slot capacity: 0 or less means unlimited."""
     return count if count > 0 else 1 << 60
@@ -300,6 +313,21 @@ def _int(value: Any, default: Any) -> Any:
                 return default
         return default
     return int(value)
+
+
+class _EngineClock:
+    """The engine's heap seen as a clock by live collectives and messages: `at(delay, fn, arg)`
+    pushes `(now + delay, seq, -1, (fn, arg))`, which the main loop runs as a plain callback."""
+
+    __slots__ = ("heap", "nxt", "now")
+
+    def __init__(self, heap: list, nxt: Callable[[], int]) -> None:
+        self.heap = heap
+        self.nxt = nxt
+        self.now = 0
+
+    def at(self, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        heapq.heappush(self.heap, (self.now + delay, self.nxt(), -1, (fn, arg)))
 
 
 class Simulation:
@@ -324,6 +352,11 @@ class Simulation:
         self.log = log
         self.events = 0
         self.warnings: list[str] = []
+        # Live mode (congestion-aware network with point-to-point traffic or several process groups):
+        # collectives run on the main clock and share links with everything else. Otherwise each
+        # collective runs alone when its last member arrives (memoised; exact, since nothing else
+        # can touch its links).
+        self.live = bool(getattr(network, "aware", False)) and needs_live(engines)
 
     def run(self) -> None:
         engines = self.engines
@@ -341,10 +374,39 @@ class Simulation:
         log = self.log
         policy = self.policy
         events = 0
+        live = self.live
+        clock = _EngineClock(heap, nxt)
+        wires = Wires()
+        runs: dict[tuple, tuple] = {}  # live collectives: (pg, seq) -> (run, type, size, {rank: row})
+        net = self.net
+
+        def deliver(arg: tuple) -> None:
+            """Live mode: a send's data reached its destination now."""
+            r, x, dst, tag, size = arg
+            a = clock.now
+            push(heap, (a, nxt(), r, x))
+            key = (r, dst, tag)
+            w = waiting.get(key)
+            if w:
+                r2, x2 = w.popleft()
+                if engines[r2].info[x2][2] != size:
+                    self._size_mismatch(r, x, r2, x2)
+                push(heap, (a, nxt(), r2, x2))
+            else:
+                q = arrived.get(key)
+                if q is None:
+                    q = arrived[key] = deque()
+                q.append((a, size, x))
+
         for r in range(len(engines)):
             push(heap, (0, nxt(), r, -1))  # kick: issue the initially ready nodes
         while heap:
             t, _, r, row = pop(heap)
+            if r < 0:  # live mode: a collective's or a message's own event
+                clock.now = t
+                row[0](row[1])
+                continue
+            clock.now = t
             e = engines[r]
             kind = e.kind
             ready = e.ready
@@ -414,6 +476,9 @@ class Simulation:
                     sq = e.coll_seq.get(pg, 0)
                     e.coll_seq[pg] = sq + 1
                     key = (pg, sq)
+                    if live:
+                        self._join_live(runs, key, r, x, ctype, size, members, inv, clock, wires)
+                        continue
                     p = pending.get(key)
                     if p is None:
                         p = pending[key] = [ctype, size, []]
@@ -435,6 +500,9 @@ class Simulation:
                             push(heap, (done, nxt(), m, arrivals[m]))
                 elif k == K_SEND:
                     dst, tag, size = e.info[x]
+                    if live:
+                        transmit(clock, net, wires.free, r, dst, size, deliver, (r, x, dst, tag, size))
+                        continue
                     arrival = t + p2p(r, dst, size)
                     push(heap, (arrival, nxt(), r, x))
                     key = (r, dst, tag)
@@ -469,6 +537,34 @@ class Simulation:
                     push(heap, (memory.access(r, size, local, t, where), nxt(), r, x))
         self.events = events
         self._check_drained(pending, waiting)
+
+    def _join_live(
+        self, runs: dict, key: tuple, r: int, x: int, ctype: int, size: int, members: tuple, inv: Any, clock: Any,
+        wires: Wires,
+    ) -> None:  # fmt: skip
+        """Live mode: rank r issues its part of collective `key` now; it runs on the shared clock and links."""
+        entry = runs.get(key)
+        if entry is None:
+            rows: dict[int, int] = {}
+            heap, nxt = clock.heap, clock.nxt
+
+            def finished(rank: int) -> None:
+                heapq.heappush(heap, (clock.now, nxt(), rank, rows.pop(rank)))
+
+            run = self.runner.live(ctype, size, members, inv, clock, wires, key, finished)
+            entry = runs[key] = (run, ctype, size, rows)
+        run, ctype0, size0, rows = entry
+        if (ctype0, size0) != (ctype, size):
+            raise SimDeadlock(
+                f"collective #{key[1]} on process group {key[0] or 'all'!r} does not match: rank {r} node "
+                f"{int(self.engines[r].ids[x])} is {collective_name(ctype)} {size} B, an earlier member's is "
+                f"{collective_name(ctype0)} {size0} B (every rank must issue a group's collectives in the same order)"
+            )
+        if run is None:  # nothing to run on: ASTRA-sim never finishes it; 0 ns here
+            heapq.heappush(clock.heap, (clock.now, clock.nxt(), r, x))
+            return
+        rows[r] = x
+        run.issue(r)
 
     def _size_mismatch(self, sr: int, sx: int, rr: int, rx: int) -> None:
         """ASTRA-sim matches send and receive on (tag, src, dst, size): different sizes never meet."""
