@@ -44,6 +44,12 @@ def simulate_cmd(
         "--astra-sim-breakdown",
         help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
     ),
+    rendezvous: bool = typer.Option(
+        False, "--rendezvous", help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's)."
+    ),
+    injection_scale: Optional[float] = typer.Option(
+        None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
+    ),
     policy: str = typer.Option(
         "id",
         "--policy",
@@ -95,6 +101,8 @@ def simulate_cmd(
                     log_path=log_path,
                     compat=not corrected,
                     breakdown="astra-sim" if astra_sim_breakdown else "overlap",
+                    rendezvous=rendezvous,
+                    injection_scale=injection_scale,
                     policy=policy,
                     slots=_parse_slots(slots),
                     progress=lambda done, total: bar.update(task, completed=done, total=total),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -252,6 +253,8 @@ def simulate(
     log_path: Optional[PathLike] = None,
     compat: bool = True,
     breakdown: str = "overlap",
+    rendezvous: bool = False,
+    injection_scale: Optional[float] = None,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> SimResult:
@@ -266,6 +269,9 @@ def simulate(
     quirks (subgroup ring delay, METADATA nodes in the comm slot); False gives the corrected
     model. `breakdown`: "overlap" (default: exposed comm = time covered by communication and not
     by compute) or "astra-sim" (finish - sum of GPU compute durations, ASTRA-sim's printout).
+    `rendezvous`: every message waits for an 8 KiB handshake from its receiver (ASTRA-sim's
+    `--rendezvous-protocol=true`). `injection_scale`: multiplies endpoint-delay (ASTRA-sim's
+    `--injection-scale`; default: the system config's `injection_scale`, 1).
     `slots`: ops in flight per rank and class,
     `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
@@ -291,6 +297,10 @@ def simulate(
             f"but there are {n} rank traces"
         )
     sys_cfg = load_system(system) if system is not None else default_system()
+    if injection_scale is not None:
+        if not injection_scale > 0:
+            raise ConfigError(f"injection scale must be > 0, not {injection_scale!r}")
+        sys_cfg = dataclasses.replace(sys_cfg, injection_scale=float(injection_scale))
     mem_cfg = load_memory(memory)
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = load_comm_groups(comm_groups)
@@ -331,7 +341,7 @@ def simulate(
     for engine in engines:
         engine.resolve_groups(groups, resolved)
     netm = Network(net_cfg, aware=congestion == "aware")
-    colls = CollectiveRunner(netm, sys_cfg, compat=compat)
+    colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous)
     mem = MemoryModel(mem_cfg, sys_cfg, n)
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:
@@ -366,6 +376,8 @@ def simulate(
         },
         "replayed_collectives": sum(e.replayed for e in engines),
         "slots": caps,
+        "rendezvous": rendezvous,
+        "injection_scale": sys_cfg.injection_scale,
     }
     return SimResult(
         ranks=ranks,

@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType
 from chakra.sim.config import SystemConfig
+from chakra.sim.messages import NOOP, Messenger
 from chakra.sim.network import Network
 
 AR, AG, RS, A2A = (
@@ -284,49 +285,6 @@ class Member:
         self.finish = -1
 
 
-def transmit(
-    clock: Any, net: Network, free: dict, src: int, dst: int, size: int, done: Callable[[Any], None], arg: Any
-) -> None:
-    """Send `size` bytes src -> dst from the clock's now; `done(arg)` runs on arrival.
-
-    Unaware: one closed-form delay. Aware: hop by hop, each link FIFO (a message waits until the
-    link's previous one is serialized), store-and-forward; links are booked when the message
-    reaches them, so traffic from every source queues in time order.
-    """
-    if not net.aware:
-        clock.at(net.p2p_time(src, dst, size), done, arg)
-        return
-    route = net.route(src, dst)
-    if not route:
-        clock.at(0, done, arg)
-        return
-
-    def hop(i: int) -> None:
-        if i == len(route):
-            done(arg)
-            return
-        link = route[i]
-        now = clock.now
-        start = max(now, free.get(link, 0))
-        busy, deliver = net.link_times(link[0], size)
-        free[link] = start + busy
-        clock.at(start - now + deliver, hop, i + 1)
-
-    hop(0)
-
-
-class Wires:
-    """Message matching and link state; one per isolated run, or one shared by a whole simulation
-    (live mode: collectives and sends then queue on the same aware links)."""
-
-    __slots__ = ("sent", "posted", "free")
-
-    def __init__(self) -> None:
-        self.sent: dict[tuple, deque] = {}  # (tag, chunk, src, dst, size) -> arrivals not yet received
-        self.posted: dict[tuple, deque] = {}  # (tag, chunk, src, dst, size) -> receivers waiting
-        self.free: dict[tuple, int] = {}  # aware links: time each becomes free
-
-
 class CollectiveRun:
     """One collective: members join with `issue(rank)` (at the clock's now) and run on their own;
     `on_finish(rank)` is called when a member's last chunk is done."""
@@ -337,7 +295,7 @@ class CollectiveRun:
         phase_plan: Callable[[int], list],
         chunks: int,
         clock: Any,
-        wires: Wires,
+        messenger: Messenger,
         tag: Any = None,
         on_finish: Optional[Callable[[int], None]] = None,
     ) -> None:
@@ -351,10 +309,7 @@ class CollectiveRun:
         self.members: dict[int, Member] = {}
         self.phase_plan = phase_plan
         self.chunks = chunks
-        self.wires = wires
-        self.sent = wires.sent
-        self.posted = wires.posted
-        self.free = wires.free
+        self.messenger = messenger
         self.tag = tag
         self.on_finish = on_finish
 
@@ -423,34 +378,21 @@ class CollectiveRun:
             )
         return 3 * int(size / bw * 1e9)
 
-    # -- network --
+    # -- network: one key per (collective, chunk, pair, size), as ASTRA-sim's stream tags --
     def send(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
-        key = (self.tag, alg.stream.index, src, dst, size)
-        transmit(self.clock, self.net, self.free, src, dst, size, self.arrive, key)
-
-    def arrive(self, key: tuple) -> None:
-        waiting = self.posted.get(key)
-        if waiting:
-            waiting.popleft().on_received()
-        else:
-            self.sent.setdefault(key, deque()).append(self.clock.now)
+        self.messenger.send(src, dst, size, (self.tag, alg.stream.index, src, dst, size), NOOP)
 
     def recv(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
-        key = (self.tag, alg.stream.index, src, dst, size)
-        done = self.sent.get(key)
-        if done:
-            done.popleft()
-            self.clock.at(0, lambda _a: alg.on_received())
-        else:
-            self.posted.setdefault(key, deque()).append(alg)
+        self.messenger.recv(src, dst, size, (self.tag, alg.stream.index, src, dst, size), alg.on_received)
 
 
 class CollectiveRunner:
     """Per-member finish offsets of collectives on one network + system config, memoised."""
 
-    def __init__(self, net: Network, system: SystemConfig, *, compat: bool = True) -> None:
+    def __init__(self, net: Network, system: SystemConfig, *, compat: bool = True, rendezvous: bool = False) -> None:
         self.net = net
         self.compat = compat
+        self.rendezvous = rendezvous
         self.sys = system
         self.where = str(system.path or "<system>")
         self.ed = int(system.endpoint_delay * system.injection_scale)
@@ -491,8 +433,8 @@ class CollectiveRunner:
         return [t0 + x for x in hit]
 
     def live(
-        self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, wires: Wires, tag: Any,
-        on_finish: Callable[[int], None],
+        self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, messenger: Messenger,
+        tag: Any, on_finish: Callable[[int], None],
     ) -> Optional[CollectiveRun]:  # fmt: skip
         """A collective that runs on the caller's clock and links; members join with `issue`."""
         n, chunk = self.chunks(ctype, size)
@@ -500,7 +442,7 @@ class CollectiveRunner:
         if plan is None:
             self._no_dims()
             return None
-        return CollectiveRun(self, plan, n, clock, wires, tag, on_finish)
+        return CollectiveRun(self, plan, n, clock, messenger, tag, on_finish)
 
     def _no_dims(self) -> None:
         msg = (
@@ -517,7 +459,7 @@ class CollectiveRunner:
             self._no_dims()
             return tuple(offsets)
         clock = Clock()
-        run = CollectiveRun(self, plan, n, clock, Wires())
+        run = CollectiveRun(self, plan, n, clock, Messenger(clock, self.net, self.rendezvous))
         for r, t in zip(members, offsets):
             clock.at(t, run.issue, r)
         clock.run()

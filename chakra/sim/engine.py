@@ -28,10 +28,10 @@ import numpy as np
 
 from chakra.errors import ChakraError, ConfigError
 from chakra.schema import CollectiveType, NodeType, collective_name
-from chakra.sim.collective_run import Wires, transmit
 from chakra.sim.collectives import MODELLED
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel
+from chakra.sim.messages import Messenger
 from chakra.sim.network import Network
 
 # Collective types ASTRA-sim's workload layer rejects ("Unsupported collective comm type"): the
@@ -315,6 +315,21 @@ def _int(value: Any, default: Any) -> Any:
     return int(value)
 
 
+class _Done:
+    """Live mode: the callback that completes node `x` of rank `r` now (kept inspectable for deadlock reports)."""
+
+    __slots__ = ("clock", "r", "x")
+
+    def __init__(self, clock: _EngineClock, r: int, x: int) -> None:
+        self.clock = clock
+        self.r = r
+        self.x = x
+
+    def __call__(self) -> None:
+        c = self.clock
+        heapq.heappush(c.heap, (c.now, c.nxt(), self.r, self.x))
+
+
 class _EngineClock:
     """The engine's heap seen as a clock by live collectives and messages: `at(delay, fn, arg)`
     pushes `(now + delay, seq, -1, (fn, arg))`, which the main loop runs as a plain callback."""
@@ -356,7 +371,9 @@ class Simulation:
         # collectives run on the main clock and share links with everything else. Otherwise each
         # collective runs alone when its last member arrives (memoised; exact, since nothing else
         # can touch its links).
-        self.live = bool(getattr(network, "aware", False)) and needs_live(engines)
+        self.rendezvous = bool(getattr(colls, "rendezvous", False))
+        self.live = self.rendezvous or (bool(getattr(network, "aware", False)) and needs_live(engines))
+        self.messenger: Optional[Messenger] = None
 
     def run(self) -> None:
         engines = self.engines
@@ -376,27 +393,12 @@ class Simulation:
         events = 0
         live = self.live
         clock = _EngineClock(heap, nxt)
-        wires = Wires()
+        messenger = Messenger(clock, self.net, self.rendezvous)
+        self.messenger = messenger
         runs: dict[tuple, tuple] = {}  # live collectives: (pg, seq) -> (run, type, size, {rank: row})
-        net = self.net
 
-        def deliver(arg: tuple) -> None:
-            """Live mode: a send's data reached its destination now."""
-            r, x, dst, tag, size = arg
-            a = clock.now
-            push(heap, (a, nxt(), r, x))
-            key = (r, dst, tag)
-            w = waiting.get(key)
-            if w:
-                r2, x2 = w.popleft()
-                if engines[r2].info[x2][2] != size:
-                    self._size_mismatch(r, x, r2, x2)
-                push(heap, (a, nxt(), r2, x2))
-            else:
-                q = arrived.get(key)
-                if q is None:
-                    q = arrived[key] = deque()
-                q.append((a, size, x))
+        def completer(r: int, x: int) -> _Done:
+            return _Done(clock, r, x)
 
         for r in range(len(engines)):
             push(heap, (0, nxt(), r, -1))  # kick: issue the initially ready nodes
@@ -477,7 +479,7 @@ class Simulation:
                     e.coll_seq[pg] = sq + 1
                     key = (pg, sq)
                     if live:
-                        self._join_live(runs, key, r, x, ctype, size, members, inv, clock, wires)
+                        self._join_live(runs, key, r, x, ctype, size, members, inv, clock, messenger)
                         continue
                     p = pending.get(key)
                     if p is None:
@@ -501,7 +503,7 @@ class Simulation:
                 elif k == K_SEND:
                     dst, tag, size = e.info[x]
                     if live:
-                        transmit(clock, net, wires.free, r, dst, size, deliver, (r, x, dst, tag, size))
+                        messenger.send(r, dst, size, ("p2p", r, dst, tag), completer(r, x))
                         continue
                     arrival = t + p2p(r, dst, size)
                     push(heap, (arrival, nxt(), r, x))
@@ -519,6 +521,9 @@ class Simulation:
                         q.append((arrival, size, x))
                 elif k == K_RECV:
                     src, tag, size = e.info[x]
+                    if live:
+                        messenger.recv(src, r, size, ("p2p", src, r, tag), completer(r, x))
+                        continue
                     key = (src, r, tag)
                     q = arrived.get(key)
                     if q:
@@ -536,11 +541,16 @@ class Simulation:
                     where = f"{e.path} node {int(e.ids[x])}"
                     push(heap, (memory.access(r, size, local, t, where), nxt(), r, x))
         self.events = events
+        if messenger.mismatched and not any("different sizes" in w for w in self.warnings):
+            self.warnings.append(
+                f"send/recv of different sizes ({len(messenger.mismatched)} pair(s)): ASTRA-sim never matches them "
+                "and hangs; here they are matched on (src, dst, tag)"
+            )
         self._check_drained(pending, waiting)
 
     def _join_live(
         self, runs: dict, key: tuple, r: int, x: int, ctype: int, size: int, members: tuple, inv: Any, clock: Any,
-        wires: Wires,
+        messenger: Messenger,
     ) -> None:  # fmt: skip
         """Live mode: rank r issues its part of collective `key` now; it runs on the shared clock and links."""
         entry = runs.get(key)
@@ -551,7 +561,7 @@ class Simulation:
             def finished(rank: int) -> None:
                 heapq.heappush(heap, (clock.now, nxt(), rank, rows.pop(rank)))
 
-            run = self.runner.live(ctype, size, members, inv, clock, wires, key, finished)
+            run = self.runner.live(ctype, size, members, inv, clock, messenger, key, finished)
             entry = runs[key] = (run, ctype, size, rows)
         run, ctype0, size0, rows = entry
         if (ctype0, size0) != (ctype, size):
@@ -614,6 +624,10 @@ class Simulation:
                 f"{collective_name(ctype)} #{sq} on group {pg or 'all'!r}: {nodes} wait(s) for rank(s) "
                 f"{missing[:8]}{'...' if len(missing) > 8 else ''}"
             )
+        if self.messenger is not None:
+            for key, w in list(self.messenger.posted.items()):
+                if w and key[0] == "p2p" and isinstance(w[0][1], _Done):
+                    waiting.setdefault(key[1:], deque()).append((w[0][1].r, w[0][1].x))
         for (src, dst, tag), w in list(waiting.items())[:4]:
             if w:
                 r, x = w[0]
