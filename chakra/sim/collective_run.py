@@ -260,6 +260,121 @@ class HalvingDoublingAlg(RingAlg):
         self.sender = self.receiver
 
 
+def _subtree(ids: Sequence[int], parent: int, out: dict[int, list[int]]) -> int:
+    """A complete binary tree over `ids` numbered in order; fills out[node] = [parent, left, right]."""
+    mid = len(ids) // 2
+    me = ids[mid]
+    out[me] = [parent, -1, -1]
+    if mid:
+        out[me][1] = _subtree(ids[:mid], me, out)
+        out[me][2] = _subtree(ids[mid + 1 :], me, out)
+    return me
+
+
+def binary_tree(ids: Sequence[int], root_max: bool) -> dict[int, list[int]]:
+    """ASTRA-sim's double-binary-tree halves: a root with one child above a complete binary tree,
+    numbered in order along `ids`; the "max" tree puts the root last (left child), "min" first."""
+    out: dict[int, list[int]] = {}
+    if root_max:
+        root, rest = ids[-1], ids[:-1]
+        out[root] = [-1, _subtree(rest, root, out), -1]
+    else:
+        root, rest = ids[0], ids[1:]
+        out[root] = [-1, -1, _subtree(rest, root, out)]
+    return out
+
+
+class DoubleBinaryTreeAlg:
+    """All-reduce up one binary tree and back down; consecutive chunks alternate the two trees."""
+
+    def __init__(
+        self, run: CollectiveRun, member: Member, stream: Stream, ring: Ring, data: int, root_max: bool
+    ) -> None:
+        p = len(ring)
+        if p & (p - 1):
+            raise ConfigError(f"{run.where}: doubleBinaryTree needs a power-of-two dimension size, got {p}")
+        self.run_ = run
+        self.member = member
+        self.stream = stream
+        self.id = member.rank
+        self.parent, self.left, self.right = binary_tree(ring.ids, root_max)[self.id]
+        self.kind = "root" if self.parent < 0 else ("leaf" if self.left < 0 and self.right < 0 else "mid")
+        self.state = "begin"
+        self.reductions = 0
+        self.data = data
+        self.final = data
+        self.bus = run.ed
+
+    def on_init(self) -> None:
+        self.step("init")
+
+    def on_general(self) -> None:
+        self.step("general")
+
+    def on_received(self) -> None:
+        self.step("received")
+
+    def _bundle(self, processed: bool) -> None:
+        self.run_.bundle(self, self.data, processed)
+
+    def _send(self, dst: int) -> None:
+        self.run_.send(self, self.id, dst, self.data)
+
+    def _recv(self, src: int) -> None:
+        self.run_.recv(self, src, self.id, self.data)
+
+    def step(self, event: str) -> None:
+        st, kind = self.state, self.kind
+        if kind == "leaf":
+            if st == "begin":
+                self._bundle(False)
+                self.state = "to_parent"
+            elif st == "to_parent":
+                self._send(self.parent)
+                self._recv(self.parent)
+                self.state = "from_parent"
+            elif st == "from_parent":
+                self._bundle(False)
+                self.state = "end"
+            elif st == "end":
+                self.run_.phase_done(self.member, self.stream)
+        elif kind == "mid":
+            if st == "begin":
+                self.state = "two_children"
+                self._recv(self.left)
+                self._recv(self.right)
+            elif st == "two_children" and event == "received":
+                self._bundle(True)
+                self.state = "one_child"
+            elif st == "one_child" and event == "received":
+                self._bundle(True)
+                self.state = "to_parent"
+            elif self.reductions < 1 and event == "general":
+                self.reductions += 1  # the first reduction's completion only counts
+            elif st == "to_parent":
+                self.state = "from_parent"
+                self._send(self.parent)
+                self._recv(self.parent)
+            elif st == "from_parent" and event == "received":
+                self._bundle(True)
+                self.state = "to_children"
+            elif st == "to_children":
+                self._send(self.left)
+                self._send(self.right)
+                self.run_.phase_done(self.member, self.stream)
+        else:
+            only = self.left if self.left >= 0 else self.right
+            if st == "begin":
+                self.state = "one_child"
+                self._recv(only)
+            elif st == "one_child":
+                self._bundle(True)
+                self.state = "to_children"
+            elif st == "to_children":
+                self._send(only)
+                self.run_.phase_done(self.member, self.stream)
+
+
 # ---- streams, queues, members ------------------------------------------------------------------
 
 
@@ -399,6 +514,9 @@ class CollectiveRunner:
         self.total = net.cfg.total_npus
         self._cache: dict[tuple, tuple[int, ...]] = {}
         self.warnings: list[str] = []
+        self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
+        self._dbt_count = 0  # double-binary-tree phases created so far (every rank creates the same)
+        self._dbt_parity = 0
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
@@ -425,18 +543,38 @@ class CollectiveRunner:
         """Finish time of each member (same order as `members`) given each one's issue time."""
         t0 = min(starts)
         offsets = tuple(s - t0 for s in starts)
-        key = (ctype, size, members, involved, offsets)
+        trees = self._dbt_phases(ctype, size, members)
+        # Aware links still busy with an earlier collective's trailing messages (e.g. a tree's last
+        # sends to its children, in flight when the sender is done) delay this one's messages.
+        busy = tuple(sorted((k, f - t0) for k, f in self.link_free.items() if f > t0)) if self.net.aware else ()
+        key = (ctype, size, members, involved, offsets, self._dbt_count % 2 if trees else 0, busy)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._run(ctype, size, members, involved, offsets)
+            self._dbt_parity = self._dbt_count % 2
+            hit = self._run(ctype, size, members, involved, offsets, dict(busy))
             self._cache[key] = hit
-        return [t0 + x for x in hit]
+        self._dbt_count += trees
+        out, used = hit
+        free = self.link_free
+        for k, f in used:
+            if t0 + f > free.get(k, 0):
+                free[k] = t0 + f
+        return [t0 + x for x in out]
+
+    def _dbt_phases(self, ctype: int, size: int, members: tuple[int, ...]) -> int:
+        """How many double-binary-tree phases this collective creates (0 for other algorithms)."""
+        algs = self.sys.implementation(IMPL_KEY[ctype])
+        if ctype != AR or len(members) != self.total or "doubleBinaryTree" not in algs:
+            return 0
+        return self.chunks(ctype, size)[0] * algs.count("doubleBinaryTree")
 
     def live(
         self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, messenger: Messenger,
         tag: Any, on_finish: Callable[[int], None],
     ) -> Optional[CollectiveRun]:  # fmt: skip
         """A collective that runs on the caller's clock and links; members join with `issue`."""
+        self._dbt_parity = self._dbt_count % 2
+        self._dbt_count += self._dbt_phases(ctype, size, members)
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk)
         if plan is None:
@@ -452,14 +590,17 @@ class CollectiveRunner:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def _run(self, ctype, size, members, involved, offsets) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+    def _run(self, ctype, size, members, involved, offsets, busy) -> tuple:  # type: ignore[no-untyped-def]
+        """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk)
         if plan is None:
             self._no_dims()
-            return tuple(offsets)
+            return tuple(offsets), ()
         clock = Clock()
-        run = CollectiveRun(self, plan, n, clock, Messenger(clock, self.net, self.rendezvous))
+        messenger = Messenger(clock, self.net, self.rendezvous)
+        messenger.free.update(busy)
+        run = CollectiveRun(self, plan, n, clock, messenger)
         for r, t in zip(members, offsets):
             clock.at(t, run.issue, r)
         clock.run()
@@ -469,7 +610,7 @@ class CollectiveRunner:
             if f < 0:
                 raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
             out.append(f)
-        return tuple(out)
+        return tuple(out), tuple(messenger.free.items())
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
@@ -483,7 +624,18 @@ class CollectiveRunner:
             return lambda run, m, s, c, ring, data, d: DirectAlg(run, m, s, c, ring, data, d, window)
         if base == "halvingDoubling":
             return lambda run, m, s, c, ring, data, d: HalvingDoublingAlg(run, m, s, c, ring, data, d)
-        raise NotImplementedError(name)
+        if base == "doubleBinaryTree":
+            if ctype != AR:
+                raise ConfigError(
+                    f"{self.where}: doubleBinaryTree runs all-reduce phases only (here a "
+                    f"{IMPL_KEY[ctype].replace('_', '-')} phase); ASTRA-sim would run an all-reduce instead"
+                )
+            parity = self._dbt_parity
+            # ASTRA-sim alternates the two trees on every phase it creates, counting on across collectives.
+            return lambda run, m, s, c, ring, data, d: DoubleBinaryTreeAlg(
+                run, m, s, ring, data, (parity + s.index) % 2 == 0
+            )
+        raise ConfigError(f"{self.where}: unknown collective algorithm {name!r}")
 
     def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int) -> Optional[Callable]:  # type: ignore[no-untyped-def]
         """member rank -> [(queue, factory)] for one stream, or None when no phase is left."""
