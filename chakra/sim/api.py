@@ -18,6 +18,7 @@ import numpy as np
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner
+from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
     MemoryConfig,
     NetworkConfig,
@@ -29,9 +30,10 @@ from chakra.sim.config import (
     load_network,
     load_system,
 )
-from chakra.sim.engine import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine, Simulation
+from chakra.sim.engine import Simulation
 from chakra.sim.groups import GroupTable
-from chakra.sim.memory import MemoryModel
+from chakra.sim.memory import MemoryModel as BuiltinMemory
+from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
 from chakra.trace import Trace
 
@@ -257,6 +259,9 @@ def simulate(
     injection_scale: Optional[float] = None,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
+    network_model: Optional[NetworkModel] = None,
+    collective_model: Optional[CollectiveModel] = None,
+    memory_model: Optional[MemoryModel] = None,
 ) -> SimResult:
     """Simulate every rank's trace on the analytical network; see docs/simulator.md.
 
@@ -272,6 +277,8 @@ def simulate(
     `rendezvous`: every message waits for an 8 KiB handshake from its receiver (ASTRA-sim's
     `--rendezvous-protocol=true`). `injection_scale`: multiplies endpoint-delay (ASTRA-sim's
     `--injection-scale`; default: the system config's `injection_scale`, 1).
+    `network_model`, `collective_model`, `memory_model`: replacements for the built-in models
+    (interfaces in `chakra.sim.models`; the configs still give the rank count and system keys).
     `slots`: ops in flight per rank and class,
     `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
@@ -340,9 +347,11 @@ def simulate(
     resolved: dict[int, dict] = {}
     for engine in engines:
         engine.resolve_groups(groups, resolved)
-    netm = Network(net_cfg, aware=congestion == "aware")
-    colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous)
-    mem = MemoryModel(mem_cfg, sys_cfg, n)
+    netm = network_model if network_model is not None else Network(net_cfg, aware=congestion == "aware")
+    colls = collective_model
+    if colls is None:
+        colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous, topology=net_cfg)  # type: ignore[arg-type]
+    mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n)
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:
             writer = _LogWriter(f)
@@ -352,7 +361,7 @@ def simulate(
     else:
         sim = Simulation(engines, netm, colls, mem, policy=pol)
         sim.run()
-    for w in [x for e in engines for x in e.warnings] + sim.warnings + colls.warnings:
+    for w in [x for e in engines for x in e.warnings] + sim.warnings + list(getattr(colls, "warnings", [])):
         if w not in warnings:
             warnings.append(w)
     ranks = {e.rank: rank_stats(e, astra_breakdown) for e in engines}

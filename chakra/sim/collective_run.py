@@ -24,7 +24,6 @@ data-parallel steps where every rank issues at the same time cost one run.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -32,7 +31,8 @@ from typing import Any, Callable, Optional
 
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType
-from chakra.sim.config import SystemConfig
+from chakra.sim.config import NetworkConfig, SystemConfig
+from chakra.sim.core import Clock
 from chakra.sim.messages import NOOP, Messenger
 from chakra.sim.network import Network
 
@@ -42,30 +42,10 @@ AR, AG, RS, A2A = (
     int(CollectiveType.REDUCE_SCATTER),
     int(CollectiveType.ALL_TO_ALL),
 )
+MODELLED = frozenset({AR, AG, RS, A2A})  # simulated; BROADCAST and the rest are replayed
 IMPL_KEY = {AR: "all_reduce", AG: "all_gather", RS: "reduce_scatter", A2A: "all_to_all"}
 FAST_BUS_NS = 10  # a subgroup's "local" ring crosses the memory bus in a fixed 10 ns
 CW, ACW = 1, -1
-
-
-class Clock:
-    """The run's event heap: (time, seq, fn, arg); same-time events run in scheduling order."""
-
-    __slots__ = ("now", "heap", "seq")
-
-    def __init__(self) -> None:
-        self.now = 0
-        self.heap: list = []
-        self.seq = 0
-
-    def at(self, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (self.now + delay, self.seq, fn, arg))
-
-    def run(self) -> None:
-        heap = self.heap
-        while heap:
-            self.now, _, fn, arg = heapq.heappop(heap)
-            fn(arg)
 
 
 class Ring:
@@ -504,14 +484,27 @@ class CollectiveRun:
 class CollectiveRunner:
     """Per-member finish offsets of collectives on one network + system config, memoised."""
 
-    def __init__(self, net: Network, system: SystemConfig, *, compat: bool = True, rendezvous: bool = False) -> None:
+    def __init__(
+        self,
+        net: Network,
+        system: SystemConfig,
+        *,
+        compat: bool = True,
+        rendezvous: bool = False,
+        topology: Optional[NetworkConfig] = None,
+    ) -> None:
+        """`topology`: the network's dimensions (default: `net.cfg`, so any network model works
+        when it is given)."""
         self.net = net
+        cfg = topology if topology is not None else net.cfg
+        self.counts = [int(c) for c in cfg.npus_count]
+        self.strides = [math.prod(self.counts[:d]) for d in range(len(self.counts))]
         self.compat = compat
         self.rendezvous = rendezvous
         self.sys = system
         self.where = str(system.path or "<system>")
         self.ed = int(system.endpoint_delay * system.injection_scale)
-        self.total = net.cfg.total_npus
+        self.total = math.prod(self.counts)
         self._cache: dict[tuple, tuple[int, ...]] = {}
         self.warnings: list[str] = []
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
@@ -644,7 +637,7 @@ class CollectiveRunner:
             raise ConfigError(
                 f"{self.where}: no {IMPL_KEY[ctype].replace('_', '-')}-implementation in the system config"
             )
-        net = self.net
+        counts, strides = self.counts, self.strides
         full = len(members) == self.total
         if not full:
             # A process subgroup: one "local" ring over its members in the listed order (measured:
@@ -660,11 +653,11 @@ class CollectiveRunner:
                 if name.startswith("one"):
                     dims.append((d, Ring(range(self.total), local=False), name))
                     break
-                if d >= len(net.counts):
-                    raise ConfigError(f"{self.where}: {len(algs)} algorithms for a {len(net.counts)}-D network")
+                if d >= len(counts):
+                    raise ConfigError(f"{self.where}: {len(algs)} algorithms for a {len(counts)}-D network")
                 dims.append((d, None, name))
             inv = list(involved) if involved is not None else [True] * 16
-        sizes = [len(ring) if ring is not None else net.counts[d] for d, ring, _ in dims]
+        sizes = [len(ring) if ring is not None else counts[d] for d, ring, _ in dims]
         active = [i for i, (d, _, _) in enumerate(dims) if sizes[i] > 1 and (d < len(inv) and inv[d])]
         if not active:
             return None
@@ -673,9 +666,9 @@ class CollectiveRunner:
             d, ring, _ = dims[i]
             if ring is not None:
                 return ring
-            stride = net.strides[d]
-            base = rank - ((rank // stride) % net.counts[d]) * stride
-            return Ring([base + k * stride for k in range(net.counts[d])], local=False)
+            stride = strides[d]
+            base = rank - ((rank // stride) % counts[d]) * stride
+            return Ring([base + k * stride for k in range(counts[d])], local=False)
 
         phases: list[tuple[int, int, int]] = []  # (dims index, collective, direction)
         if ctype == AR and self.sys.collective_optimization == "localBWAware":
