@@ -84,15 +84,10 @@ def write_rank_files(prefix: Path, ranks: int, nodes: int, chained: bool, distin
 
 
 def astrasim_bin() -> Path | None:
+    """$ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin next to the repository; None if absent."""
     env = os.environ.get("ASTRA_SIM_BIN")
-    root = Path(__file__).resolve().parent.parent
-    for d in ([Path(env)] if env else []) + [
-        root.parent / "shared/tools/astra-sim/bin",
-        root.parent.parent / "shared/tools/astra-sim/bin",
-    ]:
-        if (d / "AstraSim_Analytical_Congestion_Unaware").exists():
-            return d
-    return None
+    d = Path(env) if env else Path(__file__).resolve().parent.parent.parent / "shared/tools/astra-sim/bin"
+    return d if (d / "AstraSim_Analytical_Congestion_Unaware").exists() else None
 
 
 def write_configs(tmp: Path, net: NetworkConfig) -> tuple[Path, Path, Path]:

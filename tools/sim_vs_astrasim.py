@@ -25,10 +25,9 @@ _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 
 def astrasim_bin_dir() -> Optional[Path]:
+    """$ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin next to the repository; None if absent."""
     env = os.environ.get("ASTRA_SIM_BIN")
-    d = Path(env) if env else REPO.parent.parent / "shared/tools/astra-sim/bin"
-    if not (d / "AstraSim_Analytical_Congestion_Aware").exists():
-        d = REPO.parent / "shared/tools/astra-sim/bin"
+    d = Path(env) if env else REPO.parent / "shared/tools/astra-sim/bin"
     return d if (d / "AstraSim_Analytical_Congestion_Aware").exists() else None
 
 
