@@ -116,11 +116,22 @@ class Simulation:
             # ---- issue loop ----
             if policy is None:
                 issued = []
-                for s in (0, 1, 2):
-                    q = ready[s]
-                    while busy[s] and q:
+                # CPU, GPU compute, comm: while a slot is free, the smallest ready id (unrolled: hot)
+                if busy[0] and ready[0]:
+                    q = ready[0]
+                    while busy[0] and q:
                         issued.append(pop(q))
-                        busy[s] -= 1
+                        busy[0] -= 1
+                if busy[1] and ready[1]:
+                    q = ready[1]
+                    while busy[1] and q:
+                        issued.append(pop(q))
+                        busy[1] -= 1
+                if busy[2] and ready[2]:
+                    q = ready[2]
+                    while busy[2] and q:
+                        issued.append(pop(q))
+                        busy[2] -= 1
                 if ready[3]:
                     issued.extend(ready[3])
                     ready[3].clear()
