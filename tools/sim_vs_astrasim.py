@@ -67,6 +67,8 @@ def run_astrasim(
             (t / "groups.json").write_text(json.dumps(groups))
             cmd.append(f"--comm-group-configuration={t}/groups.json")
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=t)
+        if os.environ.get("SIM_VS_ASTRASIM_VERBOSE"):
+            print("\n".join((out.stdout + out.stderr).splitlines()[-4:]))
     return {int(r): int(c) for r, c in _FINISHED.findall(out.stdout)}
 
 

@@ -576,10 +576,12 @@ class CollectiveRunner:
         return CollectiveRun(self, plan, n, clock, messenger, tag, on_finish)
 
     def _no_dims(self) -> None:
-        msg = (
+        self._warn(
             "a collective with no network dimension to run on (involved_dim all false or size-1 dimensions): "
-            "ASTRA-sim never finishes it; here it takes 0 ns"
+            "ASTRA-sim never finishes it (and then no rank finishes); here it takes 0 ns"
         )
+
+    def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
@@ -645,6 +647,11 @@ class CollectiveRunner:
             # list becomes a plain ring, a single one is kept.
             name = algs[0] if len(algs) == 1 else "ring"
             ring = Ring(members, local=True)
+            if name == "doubleBinaryTree":
+                self._warn(
+                    "doubleBinaryTree on a process subgroup: ASTRA-sim builds it on a ring and stops with no rank "
+                    "finished; here the tree is built over the group's members"
+                )
             dims = [(0, ring, name)]
             inv = [True]
         else:
