@@ -17,7 +17,7 @@ import numpy as np
 
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
-from chakra.sim.collective_run import CollectiveRunner
+from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
 from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
     MemoryConfig,
@@ -149,6 +149,12 @@ class _LogWriter:
         if self.buf:
             self.f.write("".join(self.buf).encode())
             self.buf.clear()
+
+    def restart(self) -> None:
+        """Drop everything written so far (the simulation starts again)."""
+        self.buf.clear()
+        self.f.seek(0)
+        self.f.truncate()
 
 
 def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
@@ -352,15 +358,36 @@ def simulate(
     if colls is None:
         colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous, topology=net_cfg)  # type: ignore[arg-type]
     mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n)
+
+    def attempt(live: Optional[bool], log: Optional[_LogWriter]) -> Simulation:
+        sim = Simulation(engines, netm, colls, mem, policy=pol, log=log, live=live)
+        sim.run()
+        return sim
+
+    def run_all(log: Optional[_LogWriter]) -> Simulation:
+        nonlocal colls, mem
+        try:
+            return attempt(None, log)
+        except OverlapsEarlierTraffic:
+            # A collective on the aware network would share links with an earlier one still in
+            # flight: start again with every collective and message on the one clock (exact).
+            for e in engines:
+                e._reset()
+            if collective_model is None:
+                colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous, topology=net_cfg)
+            if memory_model is None:
+                mem = BuiltinMemory(mem_cfg, sys_cfg, n)
+            if log is not None:
+                log.restart()
+            return attempt(True, log)
+
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:
             writer = _LogWriter(f)
-            sim = Simulation(engines, netm, colls, mem, policy=pol, log=writer)
-            sim.run()
+            sim = run_all(writer)
             writer.flush()
     else:
-        sim = Simulation(engines, netm, colls, mem, policy=pol)
-        sim.run()
+        sim = run_all(None)
     for w in [x for e in engines for x in e.warnings] + sim.warnings + list(getattr(colls, "warnings", [])):
         if w not in warnings:
             warnings.append(w)

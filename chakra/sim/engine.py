@@ -54,7 +54,9 @@ class Simulation:
         *,
         policy: Optional[Policy] = None,
         log: Optional[Callable[[tuple], None]] = None,
+        live: Optional[bool] = None,
     ) -> None:
+        """`live`: force live mode on (True) or decide from the network and traces (None)."""
         self.engines = engines
         self.net = network
         self.colls = colls
@@ -69,7 +71,7 @@ class Simulation:
         # (memoised; exact, since nothing else can touch its links).
         self.rendezvous = bool(getattr(colls, "rendezvous", False))
         self.live = hasattr(colls, "live") and (
-            self.rendezvous or (bool(getattr(network, "aware", False)) and needs_live(engines))
+            bool(live) or self.rendezvous or (bool(getattr(network, "aware", False)) and needs_live(engines))
         )
         self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
