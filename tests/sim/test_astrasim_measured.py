@@ -134,6 +134,11 @@ CASES: list[Case] = [
      {}, {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}, {"rendezvous": True}, ("--rendezvous-protocol=true",)),
     ("injection scale", lambda: one_collective(8), ["Ring"], [8], "unaware",
      {}, {}, {"injection_scale": 2.5}, ("--injection-scale=2.5",)),
+    ("next collective starts while the last one's late members still send",
+     lambda: _traces(8, {r: [comp(1, [7, 4, 7, 3, 2, 9, 8, 4][r]), coll(2, 1 << 16, (1,), RS),
+                             comp(3, [6, 9, 3, 1, 7, 8, 3, 4][r], (2,)), coll(4, MiB, (3,), A2A)] for r in range(8)}),
+     ["Ring"], [8], "aware", {"preferred_dataset_splits": 2, "reduce_scatter_implementation": ["halvingDoubling"],
+                              "all_to_all_implementation": ["direct"]}, {}, {}, ()),
 ]  # fmt: skip
 
 # What ASTRA-sim printed for each case (rank: finish ns).
@@ -214,6 +219,16 @@ EXPECTED: dict[str, dict[int, int]] = {
         5: 2207476,
         6: 2208476,
         7: 2209476,
+    },
+    "next collective starts while the last one's late members still send": {
+        0: 56377,
+        1: 59337,
+        2: 57397,
+        3: 60337,
+        4: 63277,
+        5: 57897,
+        6: 57397,
+        7: 56897,
     },
     "injection scale": {0: 119680, 1: 119680, 2: 119680, 3: 119680, 4: 119680, 5: 119680, 6: 119680, 7: 119680},
 }
