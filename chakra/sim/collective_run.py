@@ -90,7 +90,6 @@ class RingAlg:
         self.sender = ring.step(self.id, -direction)
         self.parallel = 1
         self.stream_count = 2 * (p - 1) if ctype == AR else (p * (p - 1) // 2 if ctype == A2A else p - 1)
-        self.max_count = 0 if ctype in (A2A, AG) else p - 1
         self.msg = data // p if ctype in (AR, RS, A2A) else data
         self.final = data * p if ctype == AG else (data // p if ctype == RS else data)
         self.free = 0
@@ -126,21 +125,20 @@ class RingAlg:
         if self.zero > 0:
             self.packets.append(self.packet())
             self.zero -= 1
-            self.release(False, to_memory=True)
+            self.release(False)  # first packet of a round: NPU -> memory, nothing to reduce
             return
         if self.nonzero > 0:
             self.packets.append(self.packet())
             processed = self.ctype == RS or (self.ctype == AR and self.toggle)
             self.nonzero -= 1
-            self.release(processed, to_memory=False)
+            self.release(processed)
             return
         raise AssertionError("ring: nothing to inject")
 
     def packet(self) -> tuple[int, int, int]:
         return (self.receiver, self.sender, self.msg)
 
-    def release(self, processed: bool, to_memory: bool) -> None:
-        self.max_count -= 1
+    def release(self, processed: bool) -> None:
         self.run_.bundle(self, self.msg, processed)
         self.after_release()
 
@@ -214,7 +212,6 @@ class HalvingDoublingAlg(RingAlg):
                 f"{run.where}: halvingDoubling has no all-to-all (ASTRA-sim exits: unknown communication type)"
             )
         self.stream_count = 2 * lg if ctype == AR else lg
-        self.max_count = 0 if ctype == AG else lg
         self.lg = lg
         if ctype == AG:
             self.msg, self.offset, self.mult = data, p // 2, 0.5
