@@ -672,13 +672,18 @@ class CollectiveRunner:
         if not active:
             return None
 
+        lines: dict[tuple[int, int], Ring] = {}  # one Ring per network line, shared by its members
+
         def line(i: int, rank: int) -> Ring:
             d, ring, _ = dims[i]
             if ring is not None:
                 return ring
             stride = strides[d]
             base = rank - ((rank // stride) % counts[d]) * stride
-            return Ring([base + k * stride for k in range(counts[d])], local=False)
+            got = lines.get((d, base))
+            if got is None:
+                got = lines[(d, base)] = Ring([base + k * stride for k in range(counts[d])], local=False)
+            return got
 
         phases: list[tuple[int, int, int]] = []  # (dims index, collective, direction)
         if ctype == AR and self.sys.collective_optimization == "localBWAware":

@@ -91,6 +91,8 @@ class Messenger:
         waiting = self.posted.get(key)
         if waiting:
             want, fn = waiting.popleft()
+            if not waiting:
+                del self.posted[key]  # keys are per message: keep the dicts small
             if want != size:
                 self.mismatched.append(key)
             fn()
@@ -100,7 +102,10 @@ class Messenger:
     def _recv(self, src: int, size: int, key: Any, on_recv: Callable[[], None]) -> None:
         done = self.sent.get(key)
         if done:
-            if done.popleft() != size:
+            got = done.popleft()
+            if not done:
+                del self.sent[key]
+            if got != size:
                 self.mismatched.append(key)
             self.clock.at(0, _call, on_recv)
         else:
