@@ -17,8 +17,8 @@ rank), which measures indexing all ranks. Reference: ASTRA-sim built on this mac
 
 When ASTRA-sim's analytical binaries are found ($ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin
 next to the repository), every case also runs through the real ASTRA-sim on the same files and
-configs, and the line shows both times, both peak resident memories (ASTRA-sim's from wait4 on its
-process), the ratios, and whether every rank's finish time agrees. `--congestion aware` uses
+configs, and the line shows both times, both peak resident memories (ASTRA-sim's measured by GNU
+time), the ratios, and whether every rank's finish time agrees. `--congestion aware` uses
 ASTRA-sim's congestion-aware backend, which takes 1-D networks only: the cases then run on one
 Switch of all ranks.
 """
@@ -108,7 +108,10 @@ def write_configs(tmp: Path, net: NetworkConfig) -> tuple[Path, Path, Path]:
 def run_astrasim(
     bindir: Path, prefix: Path, cfgs: tuple[Path, Path, Path], aware: bool
 ) -> tuple[float, float, float, dict]:
-    """(wall s, cpu s, peak RSS MiB, {rank: finish ns}) of one ASTRA-sim run; CPU and RSS from wait4."""
+    """(wall s, cpu s, peak RSS MiB, {rank: finish ns}) of one ASTRA-sim run.
+
+    CPU and peak RSS come from GNU time when /usr/bin/time exists: a child's own `wait4` maximum
+    would also count the pages it shared with this (large) Python process between fork and exec."""
     binary = bindir / ("AstraSim_Analytical_Congestion_Aware" if aware else "AstraSim_Analytical_Congestion_Unaware")
     npath, spath, mpath = cfgs
     cmd = [
@@ -119,6 +122,10 @@ def run_astrasim(
         f"--remote-memory-configuration={mpath}",
         f"--logging-folder={prefix.parent / 'astra-log'}",
     ]
+    timefile = prefix.parent / "astra.time"
+    gnu_time = Path("/usr/bin/time")
+    if gnu_time.exists():
+        cmd = [str(gnu_time), "-f", "%U %S %M", "-o", str(timefile), *cmd]
     t0 = time.perf_counter()
     with open(prefix.parent / "astra.out", "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=prefix.parent)
@@ -127,6 +134,9 @@ def run_astrasim(
     wall = time.perf_counter() - t0
     text = (prefix.parent / "astra.out").read_text(errors="replace")
     finish = {int(r): int(c) for r, c in re.findall(r"sys\[(\d+)\] finished, (\d+) cycles", text)}
+    if gnu_time.exists():
+        user, system, max_kib = timefile.read_text().split()[-3:]
+        return wall, float(user) + float(system), int(max_kib) / 1024, finish
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, finish
 
 
