@@ -45,7 +45,9 @@ def simulate_cmd(
         help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
     ),
     rendezvous: bool = typer.Option(
-        False, "--rendezvous", help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's)."
+        False,
+        "--rendezvous-protocol",
+        help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's option of that name).",
     ),
     injection_scale: Optional[float] = typer.Option(
         None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
@@ -101,7 +103,7 @@ def simulate_cmd(
                     log_path=log_path,
                     compat=not corrected,
                     breakdown="astra-sim" if astra_sim_breakdown else "overlap",
-                    rendezvous=rendezvous,
+                    rendezvous_protocol=rendezvous,
                     injection_scale=injection_scale,
                     policy=policy,
                     slots=_parse_slots(slots),

@@ -261,8 +261,9 @@ def simulate(
     log_path: Optional[PathLike] = None,
     compat: bool = True,
     breakdown: str = "overlap",
-    rendezvous: bool = False,
+    rendezvous_protocol: bool = False,
     injection_scale: Optional[float] = None,
+    comm_scale: float = 1.0,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     network_model: Optional[NetworkModel] = None,
@@ -280,9 +281,10 @@ def simulate(
     quirks (subgroup ring delay, METADATA nodes in the comm slot); False gives the corrected
     model. `breakdown`: "overlap" (default: exposed comm = time covered by communication and not
     by compute) or "astra-sim" (finish - sum of GPU compute durations, ASTRA-sim's printout).
-    `rendezvous`: every message waits for an 8 KiB handshake from its receiver (ASTRA-sim's
+    `rendezvous_protocol`: every message waits for an 8 KiB handshake from its receiver (ASTRA-sim's
     `--rendezvous-protocol=true`). `injection_scale`: multiplies endpoint-delay (ASTRA-sim's
-    `--injection-scale`; default: the system config's `injection_scale`, 1).
+    `--injection-scale`; default: the system config's `injection_scale`, 1). `comm_scale`: ASTRA-sim's
+    `--comm-scale`, accepted for parity: ASTRA-sim 2.x stores it and never uses it, and neither do we.
     `network_model`, `collective_model`, `memory_model`: replacements for the built-in models
     (interfaces in `chakra.sim.models`; the configs still give the rank count and system keys).
     `slots`: ops in flight per rank and class,
@@ -325,6 +327,11 @@ def simulate(
         caps[key] = int(value)
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
     warnings: list[str] = network_warnings(net_cfg, congestion)
+    if str(sys_cfg.extra.get("model-shared-bus", 0)) not in ("0", "False", "false"):
+        warnings.append(
+            "model-shared-bus: ASTRA-sim then models the NPU-memory bus with LogGP (much slower collectives); "
+            "not modelled here: the endpoint-delay bus is used"
+        )
     # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
     # are indexed once and share the compiled read-only arrays.
     engines: list[RankEngine] = []
@@ -356,8 +363,8 @@ def simulate(
     netm = network_model if network_model is not None else Network(net_cfg, aware=congestion == "aware")
     colls = collective_model
     if colls is None:
-        colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous, topology=net_cfg)  # type: ignore[arg-type]
-    mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n)
+        colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous_protocol, topology=net_cfg)  # type: ignore[arg-type]
+    mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
 
     def attempt(live: Optional[bool], log: Optional[_LogWriter]) -> Simulation:
         sim = Simulation(engines, netm, colls, mem, policy=pol, log=log, live=live)
@@ -374,9 +381,9 @@ def simulate(
             for e in engines:
                 e._reset()
             if collective_model is None:
-                colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous, topology=net_cfg)
+                colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous_protocol, topology=net_cfg)
             if memory_model is None:
-                mem = BuiltinMemory(mem_cfg, sys_cfg, n)
+                mem = BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
             if log is not None:
                 log.restart()
             return attempt(True, log)
@@ -388,7 +395,12 @@ def simulate(
             writer.flush()
     else:
         sim = run_all(None)
-    for w in [x for e in engines for x in e.warnings] + sim.warnings + list(getattr(colls, "warnings", [])):
+    for w in (
+        [x for e in engines for x in e.warnings]
+        + sim.warnings
+        + list(getattr(colls, "warnings", []))
+        + list(getattr(mem, "warnings", []))
+    ):
         if w not in warnings:
             warnings.append(w)
     ranks = {e.rank: rank_stats(e, astra_breakdown) for e in engines}
@@ -412,7 +424,7 @@ def simulate(
         },
         "replayed_collectives": sum(e.replayed for e in engines),
         "slots": caps,
-        "rendezvous": rendezvous,
+        "rendezvous_protocol": rendezvous_protocol,
         "injection_scale": sys_cfg.injection_scale,
     }
     return SimResult(

@@ -510,8 +510,8 @@ class CollectiveRunner:
         self._cache: dict[tuple, tuple[int, ...]] = {}
         self.warnings: list[str] = []
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
-        self._dbt_count = 0  # double-binary-tree phases created so far (every rank creates the same)
-        self._dbt_parity = 0
+        self._trees: dict[tuple[int, int], int] = {}  # (collective type, dim) -> tree phases created
+        self._plan_trees: dict[int, int] = {}  # dim -> tree phases per chunk, of the last plan
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
@@ -538,45 +538,45 @@ class CollectiveRunner:
         """Finish time of each member (same order as `members`) given each one's issue time."""
         t0 = min(starts)
         offsets = tuple(s - t0 for s in starts)
-        trees = self._dbt_phases(ctype, size, members)
         # Aware links still busy with an earlier collective's messages (a tree's last sends to its
         # children, in flight when the sender is done; a late member still working while early ones
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, self._dbt_count % 2 if trees else 0)
+        key = (ctype, size, members, involved, offsets, self._tree_parities(ctype))
         hit = self._cache.get(key)
         if hit is None:
-            self._dbt_parity = self._dbt_count % 2
             hit = self._run(ctype, size, members, involved, offsets)
             self._cache[key] = hit
-        self._dbt_count += trees
-        out, used = hit
+        out, used, trees = hit
+        self._advance_trees(ctype, trees)
         free = self.link_free
         for k, f in used:
             if t0 + f > free.get(k, 0):
                 free[k] = t0 + f
         return [t0 + x for x in out]
 
-    def _dbt_phases(self, ctype: int, size: int, members: tuple[int, ...]) -> int:
-        """How many double-binary-tree phases this collective creates (0 for other algorithms)."""
-        algs = self.sys.implementation(IMPL_KEY[ctype])
-        if ctype != AR or len(members) != self.total or "doubleBinaryTree" not in algs:
-            return 0
-        return self.chunks(ctype, size)[0] * algs.count("doubleBinaryTree")
+    # ASTRA-sim alternates a double-binary-tree dimension's two trees on every phase it creates there,
+    # counting on across collectives; one counter per collective type and dimension (its topology
+    # objects are per type). Every rank creates the same phases, so one count serves all.
+    def _tree_parities(self, ctype: int) -> tuple:
+        return tuple(sorted((d, v % 2) for (c, d), v in self._trees.items() if c == ctype))
+
+    def _advance_trees(self, ctype: int, trees: tuple) -> None:
+        for d, k in trees:
+            self._trees[(ctype, d)] = self._trees.get((ctype, d), 0) + k
 
     def live(
         self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, messenger: Messenger,
         tag: Any, on_finish: Callable[[int], None],
     ) -> Optional[CollectiveRun]:  # fmt: skip
         """A collective that runs on the caller's clock and links; members join with `issue`."""
-        self._dbt_parity = self._dbt_count % 2
-        self._dbt_count += self._dbt_phases(ctype, size, members)
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk)
         if plan is None:
             self._no_dims()
             return None
+        self._advance_trees(ctype, tuple((d, n * k) for d, k in self._plan_trees.items()))
         return CollectiveRun(self, plan, n, clock, messenger, tag, on_finish)
 
     def _no_dims(self) -> None:
@@ -595,7 +595,7 @@ class CollectiveRunner:
         plan = self.plan(ctype, members, involved, chunk)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), ()
+            return tuple(offsets), (), ()
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
         run = CollectiveRun(self, plan, n, clock, messenger)
@@ -608,7 +608,8 @@ class CollectiveRunner:
             if f < 0:
                 raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
             out.append(f)
-        return tuple(out), tuple(messenger.free.items())
+        trees = tuple((d, n * k) for d, k in self._plan_trees.items())
+        return tuple(out), tuple(messenger.free.items()), trees
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
@@ -623,17 +624,18 @@ class CollectiveRunner:
         if base == "halvingDoubling":
             return lambda run, m, s, c, ring, data, d: HalvingDoublingAlg(run, m, s, c, ring, data, d)
         if base == "doubleBinaryTree":
-            if ctype != AR:
-                raise ConfigError(
-                    f"{self.where}: doubleBinaryTree runs all-reduce phases only (here a "
-                    f"{IMPL_KEY[ctype].replace('_', '-')} phase); ASTRA-sim would run an all-reduce instead"
-                )
-            parity = self._dbt_parity
-            # ASTRA-sim alternates the two trees on every phase it creates, counting on across collectives.
-            return lambda run, m, s, c, ring, data, d: DoubleBinaryTreeAlg(
-                run, m, s, ring, data, (parity + s.index) % 2 == 0
-            )
+            # ASTRA-sim runs its tree all-reduce whatever the phase's collective (the data is kept).
+            return "tree"
         raise ConfigError(f"{self.where}: unknown collective algorithm {name!r}")
+
+    @staticmethod
+    def _tree_factory(d: int, base: int, occ: int, per_chunk: dict[int, int]) -> Callable:
+        """Chunk c's phase uses tree number base + c x (tree phases per chunk on d) + occ; even = "max"."""
+
+        def make(run, m, s, c, ring, data, direction):  # type: ignore[no-untyped-def]
+            return DoubleBinaryTreeAlg(run, m, s, ring, data, (base + s.index * per_chunk[d] + occ) % 2 == 0)
+
+        return make
 
     def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int) -> Optional[Callable]:  # type: ignore[no-untyped-def]
         """member rank -> [(queue, factory)] for one stream, or None when no phase is left."""
@@ -694,7 +696,17 @@ class CollectiveRunner:
             phases = [(i, AG, CW) for i in reversed(active)]
         else:
             phases = [(i, ctype, CW) for i in active]
-        factories = [self.algorithm(dims[i][2], c) for i, c, _ in phases]
+        factories: list = []
+        per_chunk: dict[int, int] = {}
+        for i, c, _ in phases:
+            fac = self.algorithm(dims[i][2], c)
+            if fac == "tree":
+                d = dims[i][0]
+                base, occ = self._trees.get((ctype, d), 0), per_chunk.get(d, 0)
+                per_chunk[d] = occ + 1
+                fac = self._tree_factory(d, base, occ, per_chunk)
+            factories.append(fac)
+        self._plan_trees = per_chunk
 
         def stream_phases(rank: int) -> list:
             out = []

@@ -131,7 +131,7 @@ CASES: list[Case] = [
     ("pipeline sends share links with TP all-reduces", lambda: pipeline(4), ["Ring"], [8], "aware",
      {}, {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}, {}, ()),
     ("rendezvous protocol", lambda: pipeline(4), ["Switch"], [8], "aware",
-     {}, {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}, {"rendezvous": True}, ("--rendezvous-protocol=true",)),
+     {}, {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}, {"rendezvous_protocol": True}, ("--rendezvous-protocol=true",)),
     ("injection scale", lambda: one_collective(8), ["Ring"], [8], "unaware",
      {}, {}, {"injection_scale": 2.5}, ("--injection-scale=2.5",)),
     ("next collective starts while the last one's late members still send",
