@@ -264,6 +264,7 @@ def simulate(
     rendezvous_protocol: bool = False,
     injection_scale: Optional[float] = None,
     comm_scale: float = 1.0,
+    num_queues_per_dim: int = 1,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     network_model: Optional[NetworkModel] = None,
@@ -285,6 +286,7 @@ def simulate(
     `--rendezvous-protocol=true`). `injection_scale`: multiplies endpoint-delay (ASTRA-sim's
     `--injection-scale`; default: the system config's `injection_scale`, 1). `comm_scale`: ASTRA-sim's
     `--comm-scale`, accepted for parity: ASTRA-sim 2.x stores it and never uses it, and neither do we.
+    `num_queues_per_dim`: ASTRA-sim's `--num-queues-per-dim` (queues per network dimension).
     `network_model`, `collective_model`, `memory_model`: replacements for the built-in models
     (interfaces in `chakra.sim.models`; the configs still give the rank count and system keys).
     `slots`: ops in flight per rank and class,
@@ -361,9 +363,20 @@ def simulate(
     for engine in engines:
         engine.resolve_groups(groups, resolved)
     netm = network_model if network_model is not None else Network(net_cfg, aware=congestion == "aware")
+
+    def new_runner() -> CollectiveRunner:
+        return CollectiveRunner(
+            netm,  # type: ignore[arg-type]
+            sys_cfg,
+            compat=compat,
+            rendezvous=rendezvous_protocol,
+            topology=net_cfg,
+            queues_per_dim=num_queues_per_dim,
+        )
+
     colls = collective_model
     if colls is None:
-        colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous_protocol, topology=net_cfg)  # type: ignore[arg-type]
+        colls = new_runner()
     mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
 
     def attempt(live: Optional[bool], log: Optional[_LogWriter]) -> Simulation:
@@ -381,7 +394,7 @@ def simulate(
             for e in engines:
                 e._reset()
             if collective_model is None:
-                colls = CollectiveRunner(netm, sys_cfg, compat=compat, rendezvous=rendezvous_protocol, topology=net_cfg)
+                colls = new_runner()
             if memory_model is None:
                 mem = BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
             if log is not None:
@@ -426,6 +439,7 @@ def simulate(
         "slots": caps,
         "rendezvous_protocol": rendezvous_protocol,
         "injection_scale": sys_cfg.injection_scale,
+        "num_queues_per_dim": num_queues_per_dim,
     }
     return SimResult(
         ranks=ranks,

@@ -401,7 +401,8 @@ class CollectiveRun:
         self.compat = owner.compat
         self.lmbw = owner.sys.local_mem_bw
         self.where = owner.where
-        self.threshold = owner.sys.active_chunks_per_dimension
+        # streams a queue runs at once: active chunks per dimension over its queues, rounded up
+        self.threshold = -(-owner.sys.active_chunks_per_dimension // owner.queues)
         self.clock = clock
         self.members: dict[int, Member] = {}
         self.phase_plan = phase_plan
@@ -414,7 +415,7 @@ class CollectiveRun:
     def issue(self, rank: int) -> None:
         m = self.members[rank] = Member(rank, self.chunks)
         for c in range(self.chunks):
-            s = Stream(self.phase_plan(rank))
+            s = Stream(self.phase_plan(rank, c))
             s.index = c
             self.next_phase(m, s)
 
@@ -494,6 +495,7 @@ class CollectiveRunner:
         compat: bool = True,
         rendezvous: bool = False,
         topology: Optional[NetworkConfig] = None,
+        queues_per_dim: int = 1,
     ) -> None:
         """`topology`: the network's dimensions (default: `net.cfg`, so any network model works
         when it is given)."""
@@ -512,6 +514,10 @@ class CollectiveRunner:
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
         self._trees: dict[tuple[int, int], int] = {}  # (collective type, dim) -> tree phases created
         self._plan_trees: dict[int, int] = {}  # dim -> tree phases per chunk, of the last plan
+        # Queues per dimension (ASTRA-sim's --num-queues-per-dim) and, per dimension, its queue
+        # allocators (round robin, first half, second half), which run on across collectives.
+        self.queues = max(1, int(queues_per_dim))
+        self._alloc: dict[int, list[int]] = {}
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
@@ -543,13 +549,14 @@ class CollectiveRunner:
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, self._tree_parities(ctype))
+        key = (ctype, size, members, involved, offsets, self._tree_parities(ctype), self._alloc_state())
         hit = self._cache.get(key)
         if hit is None:
             hit = self._run(ctype, size, members, involved, offsets)
             self._cache[key] = hit
-        out, used, trees = hit
+        out, used, trees, alloc = hit
         self._advance_trees(ctype, trees)
+        self._alloc = {d: list(v) for d, v in alloc}
         free = self.link_free
         for k, f in used:
             if t0 + f > free.get(k, 0):
@@ -562,6 +569,26 @@ class CollectiveRunner:
     def _tree_parities(self, ctype: int) -> tuple:
         return tuple(sorted((d, v % 2) for (c, d), v in self._trees.items() if c == ctype))
 
+    def _alloc_state(self) -> tuple:
+        return tuple(sorted((d, tuple(v)) for d, v in self._alloc.items())) if self.queues > 1 else ()
+
+    def _next_queue(self, d: int, how: str) -> tuple[int, int]:
+        """(queue id, ring direction) for a new phase on dimension d, as ASTRA-sim's queue levels
+        hand them out: "level" round robin (the second half of the queues turn anticlockwise),
+        "first" the first half clockwise, "last" the second half anticlockwise."""
+        n = self.queues
+        a = self._alloc.setdefault(d, [0, 0, n // 2])
+        if how == "first":
+            q, direction = a[1], CW
+            a[1] = 0 if a[1] + 1 >= n // 2 else a[1] + 1
+        elif how == "last":
+            q, direction = a[2], ACW
+            a[2] = n // 2 if a[2] + 1 >= n else a[2] + 1
+        else:
+            q, direction = a[0], (ACW if n > 1 and a[0] >= n // 2 else CW)
+            a[0] = 0 if a[0] + 1 >= n else a[0] + 1
+        return d * n + q, direction
+
     def _advance_trees(self, ctype: int, trees: tuple) -> None:
         for d, k in trees:
             self._trees[(ctype, d)] = self._trees.get((ctype, d), 0) + k
@@ -572,7 +599,7 @@ class CollectiveRunner:
     ) -> Optional[CollectiveRun]:  # fmt: skip
         """A collective that runs on the caller's clock and links; members join with `issue`."""
         n, chunk = self.chunks(ctype, size)
-        plan = self.plan(ctype, members, involved, chunk)
+        plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
             return None
@@ -592,10 +619,10 @@ class CollectiveRunner:
     def _run(self, ctype, size, members, involved, offsets) -> tuple:  # type: ignore[no-untyped-def]
         """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
         n, chunk = self.chunks(ctype, size)
-        plan = self.plan(ctype, members, involved, chunk)
+        plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), (), ()
+            return tuple(offsets), (), (), self._alloc_state()
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
         run = CollectiveRun(self, plan, n, clock, messenger)
@@ -609,7 +636,7 @@ class CollectiveRunner:
                 raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
             out.append(f)
         trees = tuple((d, n * k) for d, k in self._plan_trees.items())
-        return tuple(out), tuple(messenger.free.items()), trees
+        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state()
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
@@ -637,8 +664,8 @@ class CollectiveRunner:
 
         return make
 
-    def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int) -> Optional[Callable]:  # type: ignore[no-untyped-def]
-        """member rank -> [(queue, factory)] for one stream, or None when no phase is left."""
+    def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int, n: int = 1) -> Optional[Callable]:  # type: ignore[no-untyped-def]
+        """(member rank, chunk index) -> [(queue, factory)] for that stream, or None when no phase is left."""
         algs = self.sys.implementation(IMPL_KEY[ctype])
         if not algs:
             raise ConfigError(
@@ -687,15 +714,17 @@ class CollectiveRunner:
                 got = lines[(d, base)] = Ring([base + k * stride for k in range(counts[d])], local=False)
             return got
 
-        phases: list[tuple[int, int, int]] = []  # (dims index, collective, direction)
+        phases: list[tuple[int, int, str]] = []  # (dims index, collective, queue allocator)
         if ctype == AR and self.sys.collective_optimization == "localBWAware":
             last = active[-1]
-            phases = [(i, RS, CW) for i in active if i < last] + [(last, AR, CW)]
-            phases += [(i, AG, ACW) for i in reversed(active) if i < last]
+            phases = [(i, RS, "first") for i in active if i < last] + [(last, AR, "first")]
+            phases += [(i, AG, "last") for i in reversed(active) if i < last]
         elif ctype == AG:
-            phases = [(i, AG, CW) for i in reversed(active)]
+            phases = [(i, AG, "level") for i in reversed(active)]
         else:
-            phases = [(i, ctype, CW) for i in active]
+            phases = [(i, ctype, "level") for i in active]
+        # queue and direction of every phase of every chunk, handed out chunk by chunk
+        assign = [[self._next_queue(dims[i][0], how) for i, _, how in phases] for _ in range(n)]
         factories: list = []
         per_chunk: dict[int, int] = {}
         for i, c, _ in phases:
@@ -708,7 +737,7 @@ class CollectiveRunner:
             factories.append(fac)
         self._plan_trees = per_chunk
 
-        def stream_phases(rank: int) -> list:
+        def stream_phases(rank: int, chunk_index: int) -> list:
             out = []
             data = [chunk]
 
@@ -720,8 +749,8 @@ class CollectiveRunner:
 
                 return build
 
-            for (i, c, direction), fac in zip(phases, factories):
-                out.append((dims[i][0], make(i, c, direction, fac)))
+            for (i, c, _), fac, (queue, direction) in zip(phases, factories, assign[chunk_index]):
+                out.append((queue, make(i, c, direction, fac)))
             return out
 
         return stream_phases
