@@ -52,6 +52,12 @@ def simulate_cmd(
     injection_scale: Optional[float] = typer.Option(
         None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
     ),
+    num_queues_per_dim: int = typer.Option(
+        1, "--num-queues-per-dim", help="Queues per network dimension (ASTRA-sim's option of that name)."
+    ),
+    comm_scale: float = typer.Option(
+        1.0, "--comm-scale", help="ASTRA-sim's --comm-scale: accepted, unused (as in ASTRA-sim 2.x)."
+    ),
     policy: str = typer.Option(
         "id",
         "--policy",
@@ -105,6 +111,8 @@ def simulate_cmd(
                     breakdown="astra-sim" if astra_sim_breakdown else "overlap",
                     rendezvous_protocol=rendezvous,
                     injection_scale=injection_scale,
+                    num_queues_per_dim=num_queues_per_dim,
+                    comm_scale=comm_scale,
                     policy=policy,
                     slots=_parse_slots(slots),
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
