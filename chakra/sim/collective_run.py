@@ -424,6 +424,7 @@ class CollectiveRun:
         if prev >= 0:
             m.active[prev].remove(s)
         if not s.phases:
+            s.alg = None  # break the stream <-> algorithm cycle: simulate() runs with the cyclic GC off
             m.left -= 1
             if m.left == 0:
                 m.finish = self.clock.now

@@ -40,19 +40,22 @@ def transmit(
     if not route:
         clock.at(0, done, arg)
         return
+    _hop((clock, net, free, route, 0, size, done, arg))
 
-    def hop(i: int) -> None:
-        if i == len(route):
-            done(arg)
-            return
-        link = route[i]
-        now = clock.now
-        start = max(now, free.get(link, 0))
-        busy, deliver = net.link_times(link[0], size)
-        free[link] = start + busy
-        clock.at(start - now + deliver, hop, i + 1)
 
-    hop(0)
+def _hop(state: tuple) -> None:
+    """One link of a message's route (a plain function over a tuple: no closure cycles, which
+    would outlive the run while simulate() keeps the cyclic garbage collector off)."""
+    clock, net, free, route, i, size, done, arg = state
+    if i == len(route):
+        done(arg)
+        return
+    link = route[i]
+    now = clock.now
+    start = max(now, free.get(link, 0))
+    busy, deliver = net.link_times(link[0], size)
+    free[link] = start + busy
+    clock.at(start - now + deliver, _hop, (clock, net, free, route, i + 1, size, done, arg))
 
 
 class Messenger:
