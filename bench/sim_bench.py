@@ -13,14 +13,24 @@ shares the read-only arrays. `--distinct` gives every rank its own file (metadat
 rank), which measures indexing all ranks. Reference: ASTRA-sim built on this machine took 15.6 s for
 (a) chained, 378 s for (a) queued, 590 s / 5.9 GB for (b).
 
-    .venv/bin/python bench/sim_bench.py [--only a|b] [--nodes 10000]
+    .venv/bin/python bench/sim_bench.py [--only a|b] [--nodes 10000] [--congestion aware] [--no-astra-sim]
+
+When ASTRA-sim's analytical binaries are found ($ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin
+next to the repository), every case also runs through the real ASTRA-sim on the same files and
+configs, and the line shows both times, both peak resident memories (ASTRA-sim's measured by GNU
+time), the ratios, and whether every rank's finish time agrees. `--congestion aware` uses
+ASTRA-sim's congestion-aware backend, which takes 1-D networks only: the cases then run on one
+Switch of all ranks.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +39,7 @@ from pathlib import Path
 from chakra.io import TraceWriter
 from chakra.schema import CollectiveType, NodeType
 from chakra.sim import simulate
-from chakra.sim.config import NetworkConfig, bundled_config_dir, load_system
+from chakra.sim.config import NetworkConfig, bundled_config_dir
 from chakra.trace import make_metadata, make_node
 
 
@@ -73,17 +83,82 @@ def write_rank_files(prefix: Path, ranks: int, nodes: int, chained: bool, distin
         Path(f"{prefix}.{r}.et").write_bytes(bytes([len(md)]) + md + body)
 
 
-def run(label: str, net: NetworkConfig, ranks: int, nodes: int, chained: bool, tmp: Path, distinct: bool) -> None:
+def astrasim_bin() -> Path | None:
+    """$ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin next to the repository; None if absent."""
+    env = os.environ.get("ASTRA_SIM_BIN")
+    d = Path(env) if env else Path(__file__).resolve().parent.parent.parent / "shared/tools/astra-sim/bin"
+    return d if (d / "AstraSim_Analytical_Congestion_Unaware").exists() else None
+
+
+def write_configs(tmp: Path, net: NetworkConfig) -> tuple[Path, Path, Path]:
+    """The network YAML, system JSON (ring on every dimension) and memory JSON both simulators read."""
+    npath, spath, mpath = tmp / "network.yml", tmp / "system.json", tmp / "memory.json"
+    npath.write_text(
+        f"topology: {json.dumps(net.topology)}\nnpus_count: {json.dumps(net.npus_count)}\n"
+        f"bandwidth: {json.dumps(net.bandwidth)}\nlatency: {json.dumps(net.latency)}\n"
+    )
+    data = json.loads((bundled_config_dir() / "system.json").read_text())
+    for coll in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        data[f"{coll}-implementation"] = ["ring"] * net.dims  # one algorithm per dimension
+    spath.write_text(json.dumps(data))
+    mpath.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    return npath, spath, mpath
+
+
+def run_astrasim(
+    bindir: Path, prefix: Path, cfgs: tuple[Path, Path, Path], aware: bool
+) -> tuple[float, float, float, dict]:
+    """(wall s, cpu s, peak RSS MiB, {rank: finish ns}) of one ASTRA-sim run.
+
+    CPU and peak RSS come from GNU time when /usr/bin/time exists: a child's own `wait4` maximum
+    would also count the pages it shared with this (large) Python process between fork and exec."""
+    binary = bindir / ("AstraSim_Analytical_Congestion_Aware" if aware else "AstraSim_Analytical_Congestion_Unaware")
+    npath, spath, mpath = cfgs
+    cmd = [
+        str(binary),
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={spath}",
+        f"--network-configuration={npath}",
+        f"--remote-memory-configuration={mpath}",
+        f"--logging-folder={prefix.parent / 'astra-log'}",
+    ]
+    timefile = prefix.parent / "astra.time"
+    gnu_time = Path("/usr/bin/time")
+    if gnu_time.exists():
+        cmd = [str(gnu_time), "-f", "%U %S %M", "-o", str(timefile), *cmd]
+    t0 = time.perf_counter()
+    with open(prefix.parent / "astra.out", "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=prefix.parent)
+        _, _, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0
+    wall = time.perf_counter() - t0
+    text = (prefix.parent / "astra.out").read_text(errors="replace")
+    finish = {int(r): int(c) for r, c in re.findall(r"sys\[(\d+)\] finished, (\d+) cycles", text)}
+    if gnu_time.exists():
+        user, system, max_kib = timefile.read_text().split()[-3:]
+        return wall, float(user) + float(system), int(max_kib) / 1024, finish
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, finish
+
+
+def run(
+    label: str,
+    net: NetworkConfig,
+    ranks: int,
+    nodes: int,
+    chained: bool,
+    tmp: Path,
+    distinct: bool,
+    congestion: str = "unaware",
+    astra: Path | None = None,
+) -> None:
     prefix = tmp / label.replace(" ", "_")
     t0 = time.perf_counter()
     write_rank_files(prefix, ranks, nodes, chained, distinct)
     t_gen = time.perf_counter() - t0
-    system = load_system(bundled_config_dir() / "system.json")
-    for coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
-        setattr(system, f"{coll}_implementation", ["ring"] * net.dims)  # one algorithm per dimension
+    cfgs = write_configs(tmp, net)
     t1 = time.perf_counter()
     c1 = time.process_time()
-    res = simulate(str(prefix), net, system, congestion="unaware")
+    res = simulate(str(prefix), cfgs[0], cfgs[1], congestion=congestion)
     wall = time.perf_counter() - t1
     cpu = time.process_time() - c1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -94,6 +169,16 @@ def run(label: str, net: NetworkConfig, ranks: int, nodes: int, chained: bool, t
         f"simulated finish {res.finish_ns / 1e6:,.3f} ms  (trace generation {t_gen:.1f} s)",
         flush=True,
     )
+    if astra is not None:
+        a_wall, a_cpu, a_rss, a_finish = run_astrasim(astra, prefix, cfgs, congestion == "aware")
+        ours = {r: v.finish_ns for r, v in res.ranks.items()}
+        same = "every rank's finish identical" if a_finish == ours else f"DIFFERENT finish ({len(a_finish)} ranks)"
+        print(
+            f"{'':<10} ASTRA-sim: wall {a_wall:6.2f} s (cpu {a_cpu:6.2f} s), peak RSS {a_rss:6.0f} MiB  ->  ours is "
+            f"{a_wall / wall:5.1f}x faster in wall time ({a_cpu / cpu:5.1f}x in cpu time), "
+            f"{a_rss / peak:5.1f}x smaller; {same}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -105,16 +190,27 @@ def main() -> None:
         action="store_true",
         help="make every rank file different, so identical rank traces are not indexed once and shared",
     )
+    ap.add_argument("--congestion", choices=["unaware", "aware"], default="unaware")
+    ap.add_argument("--no-astra-sim", action="store_true", help="do not run the real ASTRA-sim beside ours")
+    ap.add_argument("--no-queued", action="store_true", help="skip the (a) queued case")
     args = ap.parse_args()
+    astra = None if args.no_astra_sim else astrasim_bin()
+    aware = args.congestion == "aware"
+    kw = {"congestion": args.congestion, "astra": astra}
     with tempfile.TemporaryDirectory(prefix="chakra-simbench-") as d:
         tmp = Path(d)
         if args.only in (None, "a"):
             net = NetworkConfig(["Ring", "Switch"], [8, 8], [50.0, 50.0], [500.0, 500.0])
-            run("a chained", net, 64, args.nodes, True, tmp, args.distinct)
-            run("a queued", net, 64, args.nodes, False, tmp, args.distinct)
+            if aware:
+                net = NetworkConfig(["Switch"], [64], [50.0], [500.0])
+            run("a chained", net, 64, args.nodes, True, tmp, args.distinct, **kw)
+            if not args.no_queued:
+                run("a queued", net, 64, args.nodes, False, tmp, args.distinct, **kw)
         if args.only in (None, "b"):
             net = NetworkConfig(["Ring", "Ring", "Switch"], [8, 8, 8], [50.0] * 3, [500.0] * 3)
-            run("b chained", net, 512, args.nodes, True, tmp, args.distinct)
+            if aware:
+                net = NetworkConfig(["Switch"], [512], [50.0], [500.0])
+            run("b chained", net, 512, args.nodes, True, tmp, args.distinct, **kw)
     sys.stdout.flush()
 
 

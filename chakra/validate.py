@@ -374,7 +374,7 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
     inside one rank is already reported by the per-rank check). Unmatched sends/receives and
     collective-count mismatches are reported elsewhere and do not block here.
     """
-    from chakra.sim.collectives import MODELLED
+    from chakra.sim.collective_run import MODELLED
 
     index: dict[tuple[int, int], int] = {}
     where: list[tuple[int, int, int]] = []  # position -> (rank, node id, type); barriers: (-1, pg seq, -1)

@@ -9,7 +9,16 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, make_progress, print_json
+from chakra.cli_common import (
+    JsonOption,
+    QuietOption,
+    console,
+    handle_errors,
+    info,
+    make_progress,
+    print_json,
+    warn,
+)
 from chakra.errors import ConfigError, excerpt
 
 
@@ -32,6 +41,25 @@ def simulate_cmd(
     comm: str = typer.Option("model", "--comm", help="model: network model; replay: recorded duration_micros."),
     corrected: bool = typer.Option(
         False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
+    ),
+    astra_sim_breakdown: bool = typer.Option(
+        False,
+        "--astra-sim-breakdown",
+        help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
+    ),
+    rendezvous: bool = typer.Option(
+        False,
+        "--rendezvous-protocol",
+        help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's option of that name).",
+    ),
+    injection_scale: Optional[float] = typer.Option(
+        None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
+    ),
+    num_queues_per_dim: int = typer.Option(
+        1, "--num-queues-per-dim", help="Queues per network dimension (ASTRA-sim's option of that name)."
+    ),
+    comm_scale: float = typer.Option(
+        1.0, "--comm-scale", help="ASTRA-sim's --comm-scale: accepted, unused (as in ASTRA-sim 2.x)."
     ),
     policy: str = typer.Option(
         "id",
@@ -88,6 +116,11 @@ def simulate_cmd(
                     comm_mode=comm,
                     log_path=log_path,
                     compat=not corrected,
+                    breakdown="astra-sim" if astra_sim_breakdown else "overlap",
+                    rendezvous_protocol=rendezvous,
+                    injection_scale=injection_scale,
+                    num_queues_per_dim=num_queues_per_dim,
+                    comm_scale=comm_scale,
                     policy=policy,
                     slots=_parse_slots(slots),
                     missing_deps=missing_deps,
@@ -103,6 +136,8 @@ def simulate_cmd(
                 Path(tmp_log.name).unlink(missing_ok=True)
         if log is not None:
             info(f"wrote {log}", quiet)
+        for line in result.warnings:
+            warn(line)
         if json_out:
             print_json(result.to_json())
             return
@@ -117,6 +152,7 @@ def simulate_cmd(
             by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
             rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
             table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
+        table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
         for rank, r in rows:
             table.add_row(
                 str(rank),

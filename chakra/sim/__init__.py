@@ -14,7 +14,7 @@ from chakra.sim.config import (
     load_network,
     load_system,
 )
-from chakra.sim.engine import SimDeadlock
+from chakra.sim.core import SimDeadlock
 
 __all__ = [
     "MemoryConfig",

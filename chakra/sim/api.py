@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -17,7 +18,8 @@ import numpy as np
 from chakra.commgroups import groups_beside
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
-from chakra.sim.collectives import CollectiveModel
+from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
+from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
     MemoryConfig,
     NetworkConfig,
@@ -29,9 +31,10 @@ from chakra.sim.config import (
     load_network,
     load_system,
 )
-from chakra.sim.engine import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine, Simulation
+from chakra.sim.engine import Simulation
 from chakra.sim.groups import GroupTable
-from chakra.sim.memory import MemoryModel
+from chakra.sim.memory import MemoryModel as BuiltinMemory
+from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
 from chakra.trace import Trace
 
@@ -62,6 +65,9 @@ class SimResult:
     settings: dict[str, Any] = field(default_factory=dict)
     events: int = 0
     wall_s: float = 0.0
+    # One line per situation where the real ASTRA-sim would abort, hang or stop a rank early,
+    # saying what it would do; the answer above is still ours.
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """`{"ranks": {"<rank>": {...}}, "finish_ns": max, "settings": {...}, "events": n}`."""
@@ -71,6 +77,7 @@ class SimResult:
             "units": "ns",
             "settings": self.settings,
             "events": self.events,
+            "warnings": self.warnings,
         }
 
 
@@ -87,7 +94,14 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
 
 
-def rank_stats(e: RankEngine, compat: bool) -> RankResult:
+BREAKDOWNS = ("overlap", "astra-sim")
+BREAKDOWN_TEXT = {
+    "overlap": "exposed comm = time covered by communication and not by compute (overlap-aware)",
+    "astra-sim": "exposed comm = finish - sum of GPU compute durations (ASTRA-sim's definition)",
+}
+
+
+def rank_stats(e: RankEngine, astra_breakdown: bool) -> RankResult:
     kind = np.frombuffer(e.kind, dtype=np.int8)
     s = np.frombuffer(e.start, dtype=np.int64)
     en = np.frombuffer(e.end, dtype=np.int64)
@@ -99,7 +113,7 @@ def rank_stats(e: RankEngine, compat: bool) -> RankResult:
     comm_ns = _union(s[comm], en[comm])
     both = comp | comm
     busy_all = _union(s[both | mem], en[both | mem])
-    if compat:
+    if astra_breakdown:
         exposed = finish - e.gpu_sum  # ASTRA-sim: finish - sum of GPU compute durations (astra-sim#302)
     else:
         exposed = _union(s[both], en[both]) - compute_ns
@@ -136,6 +150,12 @@ class _LogWriter:
         if self.buf:
             self.f.write("".join(self.buf).encode())
             self.buf.clear()
+
+    def restart(self) -> None:
+        """Drop everything written so far (the simulation starts again)."""
+        self.buf.clear()
+        self.f.seek(0)
+        self.f.truncate()
 
 
 def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
@@ -206,6 +226,21 @@ def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
         raise
 
 
+def _load_table_checked(source: Any, names: bool, missing_deps: str, warnings: list[str]) -> Any:
+    """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
+    ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
+    if missing_deps != "drop":
+        return load_table(source, names, missing_deps)
+    try:
+        return load_table(source, names, "error")
+    except InputError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        first = str(exc).split(" (--missing-deps", 1)[0]
+        warnings.append(f"dependencies on absent node ids dropped (ASTRA-sim aborts on them); first: {first}")
+        return load_table(source, names, "drop")
+
+
 def load_tables(
     traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool, missing_deps: str = "error"
 ) -> list[tuple[int, Any]]:
@@ -244,9 +279,17 @@ def simulate(
     record_nodes: bool = False,
     log_path: Optional[PathLike] = None,
     compat: bool = True,
+    breakdown: str = "overlap",
+    rendezvous_protocol: bool = False,
+    injection_scale: Optional[float] = None,
+    comm_scale: float = 1.0,
+    num_queues_per_dim: int = 1,
     slots: Optional[dict[str, int]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     missing_deps: str = "error",
+    network_model: Optional[NetworkModel] = None,
+    collective_model: Optional[CollectiveModel] = None,
+    memory_model: Optional[MemoryModel] = None,
 ) -> SimResult:
     """Simulate every rank's trace on the analytical network; see docs/simulator.md.
 
@@ -256,8 +299,17 @@ def simulate(
     memory None = NO_MEMORY_EXPANSION). `congestion`: "aware" | "unaware". `comm_mode`: "model" |
     "replay" (comm nodes take their recorded duration). `policy`: "id" (smallest ready id first,
     as ASTRA-sim) or `f(ready_node_ids, rank) -> node id`. `compat=True` follows ASTRA-sim's known
-    quirks (exposed-comm formula, subgroup ring delay, METADATA nodes in the comm slot);
-    False gives the corrected model. `slots`: ops in flight per rank and class,
+    quirks (subgroup ring delay, METADATA nodes in the comm slot); False gives the corrected
+    model. `breakdown`: "overlap" (default: exposed comm = time covered by communication and not
+    by compute) or "astra-sim" (finish - sum of GPU compute durations, ASTRA-sim's printout).
+    `rendezvous_protocol`: every message waits for an 8 KiB handshake from its receiver (ASTRA-sim's
+    `--rendezvous-protocol=true`). `injection_scale`: multiplies endpoint-delay (ASTRA-sim's
+    `--injection-scale`; default: the system config's `injection_scale`, 1). `comm_scale`: ASTRA-sim's
+    `--comm-scale`, accepted for parity: ASTRA-sim 2.x stores it and never uses it, and neither do we.
+    `num_queues_per_dim`: ASTRA-sim's `--num-queues-per-dim` (queues per network dimension).
+    `network_model`, `collective_model`, `memory_model`: replacements for the built-in models
+    (interfaces in `chakra.sim.models`; the configs still give the rank count and system keys).
+    `slots`: ops in flight per rank and class,
     `{"cpu": 1, "gpu": 1, "comm": 1}` by default with `comm_mode="model"` (ASTRA-sim), unlimited
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
     threads and streams; the trace's dependencies carry their order). `comm_groups` None: the
@@ -265,6 +317,9 @@ def simulate(
     "drop" (ignore dependencies on node ids absent from a trace).
     """
     t0 = time.perf_counter()
+    if breakdown not in BREAKDOWNS:
+        raise ConfigError(f"breakdown must be one of {', '.join(BREAKDOWNS)}, not {breakdown!r}")
+    astra_breakdown = breakdown == "astra-sim"
     if congestion not in ("aware", "unaware"):
         raise ConfigError(f"--congestion must be aware or unaware, not {congestion!r}")
     if comm_mode not in ("model", "replay"):
@@ -281,6 +336,10 @@ def simulate(
             f"but there are {n} rank traces"
         )
     sys_cfg = load_system(system) if system is not None else default_system()
+    if injection_scale is not None:
+        if not injection_scale > 0:
+            raise ConfigError(f"injection scale must be > 0, not {injection_scale!r}")
+        sys_cfg = dataclasses.replace(sys_cfg, injection_scale=float(injection_scale))
     mem_cfg = load_memory(memory)
     if comm_groups is None:
         found = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
@@ -296,6 +355,12 @@ def simulate(
             raise ConfigError(f"unknown resource class {key!r} in slots (use cpu, gpu, comm)")
         caps[key] = int(value)
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
+    warnings: list[str] = network_warnings(net_cfg, congestion)
+    if str(sys_cfg.extra.get("model-shared-bus", 0)) not in ("0", "False", "false"):
+        warnings.append(
+            "model-shared-bus: ASTRA-sim then models the NPU-memory bus with LogGP (much slower collectives); "
+            "not modelled here: the endpoint-delay bus is used"
+        )
     # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
     # are indexed once and share the compiled read-only arrays.
     engines: list[RankEngine] = []
@@ -309,7 +374,7 @@ def simulate(
             if progress is not None:
                 progress(len(engines), n)
             continue
-        table = load_table(src, names, missing_deps)
+        table = _load_table_checked(src, names, missing_deps, warnings)
         for text in table.metadata_inputs:
             groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
         engine = RankEngine(
@@ -324,19 +389,61 @@ def simulate(
     resolved: dict[int, dict] = {}
     for engine in engines:
         engine.resolve_groups(groups, resolved)
-    netm = Network(net_cfg, aware=congestion == "aware")
-    colls = CollectiveModel(netm, sys_cfg, compat=compat)
-    mem = MemoryModel(mem_cfg, sys_cfg, n)
+    netm = network_model if network_model is not None else Network(net_cfg, aware=congestion == "aware")
+
+    def new_runner() -> CollectiveRunner:
+        return CollectiveRunner(
+            netm,  # type: ignore[arg-type]
+            sys_cfg,
+            compat=compat,
+            rendezvous=rendezvous_protocol,
+            topology=net_cfg,
+            queues_per_dim=num_queues_per_dim,
+        )
+
+    colls = collective_model
+    if colls is None:
+        colls = new_runner()
+    mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
+
+    def attempt(live: Optional[bool], log: Optional[_LogWriter]) -> Simulation:
+        sim = Simulation(engines, netm, colls, mem, policy=pol, log=log, live=live)
+        sim.run()
+        return sim
+
+    def run_all(log: Optional[_LogWriter]) -> Simulation:
+        nonlocal colls, mem
+        try:
+            return attempt(None, log)
+        except OverlapsEarlierTraffic:
+            # A collective on the aware network would share links with an earlier one still in
+            # flight: start again with every collective and message on the one clock (exact).
+            for e in engines:
+                e._reset()
+            if collective_model is None:
+                colls = new_runner()
+            if memory_model is None:
+                mem = BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
+            if log is not None:
+                log.restart()
+            return attempt(True, log)
+
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:
             writer = _LogWriter(f)
-            sim = Simulation(engines, netm, colls, mem, policy=pol, log=writer)
-            sim.run()
+            sim = run_all(writer)
             writer.flush()
     else:
-        sim = Simulation(engines, netm, colls, mem, policy=pol)
-        sim.run()
-    ranks = {e.rank: rank_stats(e, compat) for e in engines}
+        sim = run_all(None)
+    for w in (
+        [x for e in engines for x in e.warnings]
+        + sim.warnings
+        + list(getattr(colls, "warnings", []))
+        + list(getattr(mem, "warnings", []))
+    ):
+        if w not in warnings:
+            warnings.append(w)
+    ranks = {e.rank: rank_stats(e, astra_breakdown) for e in engines}
     node_times = None
     if record_nodes:
         node_times = {}
@@ -347,6 +454,8 @@ def simulate(
         "congestion": congestion,
         "comm_mode": comm_mode,
         "compat": "astra-sim" if compat else "corrected",
+        "breakdown": breakdown,
+        "breakdown_definition": BREAKDOWN_TEXT[breakdown],
         "network": {
             "topology": net_cfg.topology,
             "npus_count": net_cfg.npus_count,
@@ -355,6 +464,9 @@ def simulate(
         },
         "replayed_collectives": sum(e.replayed for e in engines),
         "slots": caps,
+        "rendezvous_protocol": rendezvous_protocol,
+        "injection_scale": sys_cfg.injection_scale,
+        "num_queues_per_dim": num_queues_per_dim,
     }
     return SimResult(
         ranks=ranks,
@@ -363,4 +475,22 @@ def simulate(
         settings=settings,
         events=sim.events,
         wall_s=time.perf_counter() - t0,
+        warnings=warnings,
     )
+
+
+def network_warnings(net: NetworkConfig, congestion: str) -> list[str]:
+    """Networks the real ASTRA-sim binaries refuse (we simulate them anyway)."""
+    out = []
+    if net.total_npus == 1:
+        out.append("a 1-NPU network: ASTRA-sim rejects it and does not run")
+    if congestion == "aware" and net.dims > 1:
+        out.append(
+            "a multi-dimensional network on the congestion-aware backend: ASTRA-sim's aware binary rejects it; "
+            "here every dimension gets its own links"
+        )
+    if congestion == "aware" and any(t == "Ring" and int(c) == 2 for t, c in zip(net.topology, net.npus_count)):
+        out.append(
+            "a Ring of 2 NPUs on the congestion-aware backend: ASTRA-sim asserts and aborts (FullyConnected of 2 works)"
+        )
+    return out

@@ -1,7 +1,9 @@
 """Memory models for MEM_LOAD / MEM_STORE nodes (ASTRA-sim 2.0, paper §III-D; docs/astra-sim.md §2.4).
 
 - local (node attr `tensor_loc` = "local" or 0): `local-mem-latency + tensor_size / local-mem-bw`
-  (system config; GB/s with GB = 1e9, i.e. bytes/ns);
+  (system config; GB/s with GB = 1e9, i.e. bytes/ns). ASTRA-sim has no local model: it sends every
+  MEM node to the remote one, and so do we when a remote memory is configured (unless
+  `compat=False`); with NO_MEMORY_EXPANSION, where ASTRA-sim exits, local nodes use this model;
 - remote, by `memory-type` of the memory config (ASTRA-sim sends every MEM node here):
   - NO_MEMORY_EXPANSION: an error naming the node (ASTRA-sim exits);
   - PER_NPU_MEMORY_EXPANSION: `remote-mem-latency + floor(size / remote-mem-bw)`, never queues;
@@ -24,14 +26,23 @@ from chakra.sim.config import MemoryConfig, SystemConfig
 
 
 class MemoryModel:
-    def __init__(self, mem: MemoryConfig, system: SystemConfig, num_ranks: int) -> None:
+    def __init__(self, mem: MemoryConfig, system: SystemConfig, num_ranks: int, *, compat: bool = True) -> None:
         self.mem = mem
         self.sys = system
         self.num_ranks = num_ranks
+        self.compat = compat
+        self.warnings: list[str] = []
         self._free: dict[int, int] = {}  # FIFO server -> time it becomes free
 
     def access(self, rank: int, size: int, local: bool, now: int, where: str) -> int:
         """End time of a load/store of `size` bytes issued at `now` by `rank`."""
+        if local and self.compat and self.mem.memory_type != "NO_MEMORY_EXPANSION":
+            local = False  # ASTRA-sim: every MEM node goes to the remote memory model
+        if local and self.mem.memory_type == "NO_MEMORY_EXPANSION" and not self.warnings:
+            self.warnings.append(
+                "MEM_LOAD/MEM_STORE node(s) with NO_MEMORY_EXPANSION: ASTRA-sim exits; here local ones use the "
+                "local memory model (local-mem-latency + size / local-mem-bw)"
+            )
         if local:
             bw = self.sys.local_mem_bw
             if bw <= 0:

@@ -30,6 +30,8 @@ class Network:
         self.lat = [float(x) for x in cfg.latency]
         self.topo = list(cfg.topology)
         self._p2p: dict[tuple[int, int, int], int] = {}
+        self._routes: dict[tuple[int, int], list[tuple]] = {}
+        self._link_times: dict[tuple[int, int], tuple[int, int]] = {}
 
     def coord(self, rank: int, dim: int) -> int:
         return (rank // self.strides[dim]) % self.counts[dim]
@@ -74,6 +76,23 @@ class Network:
         return self._aware_step(msgs)
 
     # -- congestion-aware: per-link FIFO, store-and-forward ------------------------------------
+
+    def link_times(self, dim: int, size: int) -> tuple[int, int]:
+        """(busy, delivery) ns of one message on one link of dimension `dim` (aware backend)."""
+        key = (dim, size)
+        got = self._link_times.get(key)
+        if got is None:
+            ser = size / self.bpn[dim]
+            got = self._link_times[key] = (int(ser), int(self.lat[dim] + ser))
+        return got
+
+    def route(self, src: int, dst: int) -> list[tuple]:
+        """The links (dim, line, from, to) a message takes on the aware backend (memoised)."""
+        key = (src, dst)
+        got = self._routes.get(key)
+        if got is None:
+            got = self._routes[key] = self._route(src, dst)
+        return got
 
     def _route(self, src: int, dst: int) -> list[tuple]:
         d = self.diff_dim(src, dst)

@@ -1,0 +1,104 @@
+"""Collective rendezvous: which members' nodes form one collective, and when each member finishes.
+
+Members meet per (process group, sequence number on that group): every rank must issue a group's
+collectives in the same order (ASTRA-sim matches them by stream tag, which counts the same way); a
+different type or size at the same position is an error naming both nodes.
+
+Two modes, chosen per simulation:
+
+- isolated (default): when the last member issues, the collective model gives every member's
+  finish time from every member's own issue time, and the completions are booked at once. The
+  model memoises by shape and arrival offsets, so data-parallel steps cost one computation.
+- live (congestion-aware network with point-to-point traffic or several process groups, or the
+  rendezvous protocol): each member starts its part on the shared clock the moment it issues, and
+  its messages queue on the same links as everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chakra.schema import collective_name
+from chakra.sim.core import Clock, SimDeadlock
+from chakra.sim.messages import Messenger
+
+
+class Rendezvous:
+    __slots__ = ("engines", "model", "clock", "messenger", "live", "pending")
+
+    def __init__(self, engines: list, model: Any, clock: Clock, messenger: Messenger, live: bool) -> None:
+        self.engines = engines
+        self.model = model
+        self.clock = clock
+        self.messenger = messenger
+        self.live = live
+        # (pg, seq) -> [type, size, [(rank, row), ...], live run or None, members finished, members]
+        self.pending: dict[tuple, list] = {}
+
+    def join(self, r: int, x: int) -> None:
+        """Rank r issues its collective node x now."""
+        e = self.engines[r]
+        ctype, size, pg, members, inv = e.info[x]
+        sq = e.coll_seq.get(pg, 0)
+        e.coll_seq[pg] = sq + 1
+        key = (pg, sq)
+        p = self.pending.get(key)
+        if p is None:
+            run = None
+            if self.live:
+                run = self.model.live(ctype, size, members, inv, self.clock, self.messenger, key, self._finisher(key))
+            p = self.pending[key] = [ctype, size, [], run, 0, members]
+        elif p[0] != ctype or p[1] != size:
+            r0, x0 = p[2][0]
+            raise SimDeadlock(
+                f"collective #{sq} on process group {pg or 'all'!r} does not match: rank {r0} node "
+                f"{int(self.engines[r0].ids[x0])} is {collective_name(p[0])} {p[1]} B, rank {r} node "
+                f"{int(e.ids[x])} is {collective_name(ctype)} {size} B (every rank must issue a group's "
+                "collectives in the same order)"
+            )
+        p[2].append((r, x))
+        if self.live:
+            if p[3] is None:  # nothing to run on: ASTRA-sim never finishes it; 0 ns here
+                self._finisher(key)(r)
+            else:
+                p[3].issue(r)
+            return
+        if len(p[2]) == len(members):
+            del self.pending[key]
+            rows = dict(p[2])
+            starts = [self.engines[m].start[rows[m]] for m in members]
+            for m, done in zip(members, self.model.finish(ctype, size, members, inv, starts)):
+                self.clock.schedule(done, m, rows[m])
+
+    def _finisher(self, key: tuple) -> Any:
+        def finished(rank: int) -> None:
+            p = self.pending[key]
+            row = next(x for r, x in p[2] if r == rank)
+            self.clock.schedule(self.clock.now, rank, row)
+            p[4] += 1
+            if p[4] == len(p[5]):
+                del self.pending[key]
+
+        return finished
+
+    def waiting(self, limit: int = 4) -> list[str]:
+        """Deadlock report lines: collectives some members never reached."""
+        out = []
+        for (pg, sq), p in list(self.pending.items()):
+            ctype, _size, arrivals = p[0], p[1], p[2]
+            if not arrivals:
+                continue
+            r0, x0 = arrivals[0]
+            members = self.engines[r0].info[x0][3]
+            here = sorted(r for r, _ in arrivals)
+            missing = [m for m in members if m not in here]
+            if not missing:
+                continue
+            nodes = ", ".join(f"rank {r} node {int(self.engines[r].ids[x])}" for r, x in arrivals[:3])
+            out.append(
+                f"{collective_name(ctype)} #{sq} on group {pg or 'all'!r}: {nodes} wait(s) for rank(s) "
+                f"{missing[:8]}{'...' if len(missing) > 8 else ''}"
+            )
+            if len(out) >= limit:
+                break
+        return out
