@@ -8,10 +8,13 @@ transforms and the analysis group by the resource a kind occupies.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import attr_value
+
+if TYPE_CHECKING:  # numpy is imported where the vectorised helper runs
+    import numpy as np
 
 # Kind names, in legend order.
 CPU, GPU, COLL, SEND, RECV, MEM, META, INVALID = "cpu", "gpu", "coll", "send", "recv", "mem", "meta", "invalid"
@@ -66,3 +69,17 @@ def node_kind(node: pb.Node) -> str:
 def resource_of(node: pb.Node) -> str:
     """Which execution resource runs a node: cpu, gpu, comm, mem or meta."""
     return KIND_RESOURCE[node_kind(node)]
+
+
+def kind_codes(types: np.ndarray, is_cpu: np.ndarray) -> np.ndarray:
+    """Vectorised `kind_of` for a whole rank (the simulator's compiler, the feeder's columns):
+    one int8 per node, the index of its kind in KINDS."""
+    import numpy as np
+
+    codes = np.full(len(types), KINDS.index(INVALID), dtype=np.int8)
+    comp = types == NodeType.COMP_NODE
+    codes[comp & (is_cpu != 0)] = KINDS.index(CPU)
+    codes[comp & (is_cpu == 0)] = KINDS.index(GPU)
+    for node_type, kind in _TYPE_KIND.items():
+        codes[types == node_type] = KINDS.index(kind)
+    return codes

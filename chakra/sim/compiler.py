@@ -17,6 +17,7 @@ import numpy as np
 
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType, NodeType, collective_name
+from chakra.schema.kinds import COLL, CPU, GPU, KINDS, MEM, RECV, SEND, kind_codes
 from chakra.sim.collective_run import MODELLED
 from chakra.sim.groups import GroupTable
 
@@ -33,6 +34,10 @@ UNSUPPORTED = frozenset(
     )
 )
 K_GPU, K_CPU, K_COLL, K_SEND, K_RECV, K_MEM, K_ZERO, K_REPLAY = range(8)
+_KIND_TO_CODE = np.array(
+    [{CPU: K_CPU, GPU: K_GPU, COLL: K_COLL, SEND: K_SEND, RECV: K_RECV, MEM: K_MEM}.get(k, K_ZERO) for k in KINDS],
+    dtype=np.int8,
+)
 S_CPU, S_GPU, S_COMM, S_FREE = range(4)
 KIND_NAMES = ("gpu_comp", "cpu_comp", "collective", "send", "recv", "memory", "zero", "replay_comm")
 
@@ -87,14 +92,10 @@ class RankEngine:
         is_cpu = table.is_cpu if table.is_cpu is not None else np.zeros(n, np.int8)
         dur = table.dur_us
         replay_ns = np.where(dur > 0, dur * 1000, 1).astype(np.int64)
-        kind = np.full(n, K_ZERO, dtype=np.int8)
+        # the core's one classification (chakra.schema.kinds), mapped onto the engine's codes;
+        # metadata and invalid nodes take no resource and no time (K_ZERO)
+        kind = _KIND_TO_CODE[kind_codes(types, is_cpu)]
         comp = types == NodeType.COMP_NODE
-        kind[comp & (is_cpu != 0)] = K_CPU
-        kind[comp & (is_cpu == 0)] = K_GPU
-        kind[(types == NodeType.MEM_LOAD_NODE) | (types == NodeType.MEM_STORE_NODE)] = K_MEM
-        kind[types == NodeType.COMM_SEND_NODE] = K_SEND
-        kind[types == NodeType.COMM_RECV_NODE] = K_RECV
-        kind[types == NodeType.COMM_COLL_NODE] = K_COLL
         delay = np.zeros(n, dtype=np.int64)
         delay[comp] = replay_ns[comp]
         if system.roofline_enabled:
