@@ -8,25 +8,14 @@ from pathlib import Path
 import pytest
 
 from chakra.schema import CollectiveType, NodeType
+from chakra.sim.truthcases import BASE_SYSTEM
 from chakra.trace import Trace, make_node
 
 RT = "astrasim/configs_rt_template"
 
 # ASTRA-sim's regression system config (docs/astra-sim.md §2.2); Ring_4chunks.json is the same with
 # local-mem-bw 1600 (examples/system/native_collectives/Ring_4chunks.json).
-RT_SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 50,
-    "boost-mode": 0,
-}
+RT_SYSTEM = dict(BASE_SYSTEM)
 
 
 def write_network(path: Path, topology, npus, bw, lat) -> Path:
