@@ -356,11 +356,6 @@ def simulate(
         caps[key] = int(value)
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
     warnings: list[str] = network_warnings(net_cfg, congestion)
-    if str(sys_cfg.extra.get("model-shared-bus", 0)) not in ("0", "False", "false"):
-        warnings.append(
-            "model-shared-bus: ASTRA-sim then models the NPU-memory bus with LogGP (much slower collectives); "
-            "not modelled here: the endpoint-delay bus is used"
-        )
     # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
     # are indexed once and share the compiled read-only arrays.
     engines: list[RankEngine] = []

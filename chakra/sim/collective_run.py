@@ -33,6 +33,7 @@ from chakra.errors import ConfigError
 from chakra.schema import CollectiveType
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.core import Clock
+from chakra.sim.membus import SharedBus, shared_bus
 from chakra.sim.messages import NOOP, Messenger
 from chakra.sim.network import Network
 
@@ -99,7 +100,8 @@ class RingAlg:
         self.packets: deque = deque()
         self.received = 0
         self.per_msg = 1
-        self.bus = FAST_BUS_NS if ring.local and run.compat else run.ed
+        self.fast = ring.local and run.compat
+        self.bus = FAST_BUS_NS if self.fast else run.ed
 
     def nonzero_packets(self) -> int:
         return (self.p - 1) * self.parallel
@@ -125,21 +127,22 @@ class RingAlg:
         if self.zero > 0:
             self.packets.append(self.packet())
             self.zero -= 1
-            self.release(False)  # first packet of a round: NPU -> memory, nothing to reduce
+            self.release(False, False, True)  # first packet of a round: NPU -> memory, nothing to reduce
             return
         if self.nonzero > 0:
             self.packets.append(self.packet())
             processed = self.ctype == RS or (self.ctype == AR and self.toggle)
+            send_back = self.nonzero > self.parallel
             self.nonzero -= 1
-            self.release(processed)
+            self.release(processed, send_back, False)
             return
         raise AssertionError("ring: nothing to inject")
 
     def packet(self) -> tuple[int, int, int]:
         return (self.receiver, self.sender, self.msg)
 
-    def release(self, processed: bool) -> None:
-        self.run_.bundle(self, self.msg, processed)
+    def release(self, processed: bool, send_back: bool, to_memory: bool) -> None:
+        self.run_.bundle(self, self.msg, processed, send_back, to_memory)
         self.after_release()
 
     def after_release(self) -> None:
@@ -285,6 +288,7 @@ class DoubleBinaryTreeAlg:
         self.reductions = 0
         self.data = data
         self.final = data
+        self.fast = False
         self.bus = run.ed
 
     def on_init(self) -> None:
@@ -296,8 +300,8 @@ class DoubleBinaryTreeAlg:
     def on_received(self) -> None:
         self.step("received")
 
-    def _bundle(self, processed: bool) -> None:
-        self.run_.bundle(self, self.data, processed)
+    def _bundle(self, processed: bool, send_back: bool = False, to_memory: bool = False) -> None:
+        self.run_.bundle(self, self.data, processed, send_back, to_memory)
 
     def _send(self, dst: int) -> None:
         self.run_.send(self, self.id, dst, self.data)
@@ -309,7 +313,7 @@ class DoubleBinaryTreeAlg:
         st, kind = self.state, self.kind
         if kind == "leaf":
             if st == "begin":
-                self._bundle(False)
+                self._bundle(False, to_memory=True)
                 self.state = "to_parent"
             elif st == "to_parent":
                 self._send(self.parent)
@@ -329,7 +333,7 @@ class DoubleBinaryTreeAlg:
                 self._bundle(True)
                 self.state = "one_child"
             elif st == "one_child" and event == "received":
-                self._bundle(True)
+                self._bundle(True, True)
                 self.state = "to_parent"
             elif self.reductions < 1 and event == "general":
                 self.reductions += 1  # the first reduction's completion only counts
@@ -338,7 +342,7 @@ class DoubleBinaryTreeAlg:
                 self._send(self.parent)
                 self._recv(self.parent)
             elif st == "from_parent" and event == "received":
-                self._bundle(True)
+                self._bundle(True, True)
                 self.state = "to_children"
             elif st == "to_children":
                 self._send(self.left)
@@ -350,7 +354,7 @@ class DoubleBinaryTreeAlg:
                 self.state = "one_child"
                 self._recv(only)
             elif st == "one_child":
-                self._bundle(True)
+                self._bundle(True, True)
                 self.state = "to_children"
             elif st == "to_children":
                 self._send(only)
@@ -410,6 +414,8 @@ class CollectiveRun:
         self.messenger = messenger
         self.tag = tag
         self.on_finish = on_finish
+        self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
+        self.buses: dict[int, SharedBus] = {}
 
     # -- system layer --
     def issue(self, rank: int) -> None:
@@ -458,16 +464,24 @@ class CollectiveRun:
     def phase_done(self, m: Member, s: Stream) -> None:
         self.next_phase(m, s)
 
-    def bundle(self, alg: RingAlg, size: int, processed: bool) -> None:
-        """A packet crosses the memory bus, then (if it carries data to reduce) the reduction."""
+    def bundle(self, alg: RingAlg, size: int, processed: bool, send_back: bool, to_memory: bool) -> None:
+        """A packet crosses the memory bus, then (if it carries data to reduce) the reduction.
+        `send_back` / `to_memory` only matter to the LogGP shared bus (which direction the bundle
+        starts in, and whether it comes back)."""
 
-        def after_bus(_: Any) -> None:
+        def after_bus(_: Any = None) -> None:
             if processed:
                 self.clock.at(self.reduction(size), lambda _a: alg.on_general())
             else:
                 alg.on_general()
 
-        self.clock.at(alg.bus, after_bus)
+        if self.loggp is None or alg.fast:
+            self.clock.at(alg.bus, after_bus)
+            return
+        bus = self.buses.get(alg.id)
+        if bus is None:
+            bus = self.buses[alg.id] = SharedBus(self.clock, *self.loggp)
+        (bus.to_memory if to_memory else bus.to_npu)(size, processed, send_back, after_bus)
 
     def reduction(self, size: int) -> int:
         bw = self.lmbw * 1e9
@@ -509,6 +523,7 @@ class CollectiveRunner:
         self.sys = system
         self.where = str(system.path or "<system>")
         self.ed = int(system.endpoint_delay * system.injection_scale)
+        self.loggp = shared_bus(system)
         self.total = math.prod(self.counts)
         self._cache: dict[tuple, tuple[int, ...]] = {}
         self.warnings: list[str] = []

@@ -84,15 +84,9 @@ def _report(cls: str, outcomes: list[tuple[dict, str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _not_modelled(spec: dict[str, Any]) -> bool:
-    """ASTRA-sim's LogGP model of the NPU-memory bus (`model-shared-bus: 1`) is not modelled: our
-    simulator says so in a warning (checked below) instead of matching those cases."""
-    return bool((spec.get("system") or {}).get("model-shared-bus"))
-
-
 @pytest.mark.parametrize("cls", sorted(TABLE))
 def test_finishing_cases_match_astrasim(cls, tmp_path):
-    cases = [c for c in TABLE[cls] if c["result"]["status"] == "finished" and not _not_modelled(c)]
+    cases = [c for c in TABLE[cls] if c["result"]["status"] == "finished"]
     if not cases:
         pytest.skip(f"class {cls} has no case that ASTRA-sim finishes")
     outcomes: list[tuple[dict, str, Any]] = []
@@ -114,19 +108,6 @@ def test_finishing_cases_match_astrasim(cls, tmp_path):
         else:
             outcomes.append((spec, "differs", _ratio(ours, truth)))
     assert all(k == "ok" for _, k, _ in outcomes), _report(cls, outcomes)
-
-
-def test_cases_not_modelled_are_flagged_with_a_warning(tmp_path):
-    from chakra.sim import load_system, simulate
-    from chakra.sim.truthcases import build_traces, write_configs
-
-    cases = [c for cls in TABLE.values() for c in cls if c["result"]["status"] == "finished" and _not_modelled(c)]
-    assert cases, "the table records model-shared-bus cases"
-    for i, spec in enumerate(cases):
-        paths = write_configs(spec, tmp_path / str(i))
-        res = simulate(build_traces(spec), paths["network"], load_system(paths["system"]), paths["memory"],
-                       congestion=spec["backend"])  # fmt: skip
-        assert any("model-shared-bus" in w for w in res.warnings), (spec["name"], res.warnings)
 
 
 class _Timeout(Exception):
