@@ -701,6 +701,10 @@ def run_case(fmt: str, case: int, seeds: Path, base_seed: int = 0, keep_inputs: 
     finally:
         tempfile.tempdir = old_tmp
         shutil.rmtree(root, ignore_errors=True)
+    if outcome.kind not in BAD:
+        # only failing inputs are saved; holding every input would grow the parent, whose pages
+        # (and peak RSS) the next forked workers inherit, until the memory check fires on them
+        outcome.inputs = {}
     return outcome
 
 
