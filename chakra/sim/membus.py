@@ -119,21 +119,12 @@ class End:
                 self.processing.append(req)
             if not self.busy and self.processing:
                 self._start_processing()
-        elif req[2]:
-            req[2] = False
-            if self.inner is not None:
-                self._to_inner(req, SEND_BACK, True)
-            else:
-                self.sends.append(req)
-        elif self.inner is not None:
-            self._to_inner(req, RETIRE, False)
         else:
-            req[3]()
+            self._after_processing(req)
         self._tail()
 
-    def _processed(self, _: Any = None) -> None:
-        self.busy = False
-        req = self.processing.popleft()
+    def _after_processing(self, req: list) -> None:
+        """A request that needs no (more) reduction: send it back, pass it on, or retire it."""
         if req[2]:
             req[2] = False
             if self.inner is not None:
@@ -144,6 +135,11 @@ class End:
             self._to_inner(req, RETIRE, False)
         else:
             req[3]()
+
+    def _processed(self, _: Any = None) -> None:
+        self.busy = False
+        req = self.processing.popleft()
+        self._after_processing(req)
         if self.processing:
             self._start_processing()
         self._tail()

@@ -305,11 +305,14 @@ def classify(name: str, raw: bytes) -> str:
     raise TraceFormatError(name, "neither a PyTorch Execution Trace nor a Kineto trace (unknown JSON layout)")
 
 
-def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> list[RankInput]:
-    """Read every input and pair ETs with Kineto traces by rank."""
-    ets: list[tuple[str, bytes]] = []
-    kins: list[tuple[str, bytes]] = []
-    for path in et_paths:
+def _read_split(
+    paths: Sequence[Path], kineto_paths: Sequence[Path]
+) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """Read every input: (ETs, Kineto traces) as (name, raw). `paths` may hold either kind (told
+    apart by content); `kineto_paths` must be Kineto traces."""
+    ets: list[tuple[str, Any]] = []
+    kins: list[tuple[str, Any]] = []
+    for path in paths:
         for name, raw in read_input_bytes(Path(path)):
             (ets if classify(name, raw) == "et" else kins).append((name, raw))
     for path in kineto_paths:
@@ -317,6 +320,12 @@ def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> lis
             if classify(name, raw) != "kineto":
                 raise TraceFormatError(name, "given with --kineto but it is not a Kineto trace")
             kins.append((name, raw))
+    return ets, kins
+
+
+def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> list[RankInput]:
+    """Read every input and pair ETs with Kineto traces by rank."""
+    ets, kins = _read_split(et_paths, kineto_paths)
     if not ets and not kins:
         raise InputError("no input files")
     et_ranks = _assign_ranks([n for n, _ in ets], None)
@@ -411,16 +420,7 @@ def convert_rank_files(
     atomically and returns the summary, or `{"error": ...}` (nothing written).
     """
     try:
-        ets: list[tuple[str, Any]] = []
-        kins: list[tuple[str, Any]] = []
-        for path in paths:
-            for name, raw in read_input_bytes(Path(path)):
-                (ets if classify(name, raw) == "et" else kins).append((name, raw))
-        for path in kineto_paths:
-            for name, raw in read_input_bytes(Path(path)):
-                if classify(name, raw) != "kineto":
-                    raise TraceFormatError(name, "given with --kineto but it is not a Kineto trace")
-                kins.append((name, raw))
+        ets, kins = _read_split(paths, kineto_paths)
         if len(ets) > 1 or len(kins) > 1:
             names = [n for n, _ in ets] if len(ets) > 1 else [n for n, _ in kins]
             raise InputError(f"rank {rank}: several files of one kind ({', '.join(names)}); one ET and one Kineto each")
