@@ -11,8 +11,17 @@ MAX_MESSAGE = 600
 
 
 def excerpt(value: object, width: int = 60) -> str:
-    """repr() of a value for an error message, at most `width` characters."""
-    text = repr(value)
+    """repr() of a value for an error message, at most `width` characters.
+
+    Never raises: a fuzzed input can hold values whose repr() itself fails (nesting deeper than
+    the recursion limit, integers past Python's 4,300-digit str() limit)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deep to show>"
+    except ValueError:
+        bits = value.bit_length() if isinstance(value, int) else 0
+        return f"<an integer of {bits} bits>" if bits else f"<a {type(value).__name__} too large to show>"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -454,7 +454,7 @@ def _int(rec: dict[str, Any], key: str, default: Any = _MISSING, signed: bool = 
         v = int(v)
     low = -_I64_MAX - 1 if signed else 0
     if type(v) is not int or not low <= v <= _I64_MAX:
-        raise ValueError(f"field {key!r} must be an integer from {low} to 2**63-1, not {v!r:.40}")
+        raise ValueError(f"field {key!r} must be an integer from {low} to 2**63-1, not {excerpt(v, 40)}")
     return v
 
 
@@ -463,7 +463,7 @@ def _str(rec: dict[str, Any], key: str, default: Any = _MISSING) -> Any:
     if v is None and default is None:
         return None
     if type(v) is not str:
-        raise ValueError(f"field {key!r} must be a string, not {v!r:.40}")
+        raise ValueError(f"field {key!r} must be a string, not {excerpt(v, 40)}")
     return v
 
 

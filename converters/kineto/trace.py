@@ -19,7 +19,7 @@ import orjson
 
 from chakra.converters.pytorch.chunked import split_document
 from chakra.converters.pytorch.et import _drain, parse_json
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -142,7 +142,9 @@ def _new_file(name: str, header: dict, size: int) -> tuple[KinetoFile, int, dict
     list each category goes to."""
     base = header.get("baseTimeNanoseconds")
     if base is not None and (type(base) is not int or not 0 <= base < _MAX_NS):
-        raise TraceFormatError(name, f"baseTimeNanoseconds must be an integer from 0 to 2**63-1, not {base!r:.40}")
+        raise TraceFormatError(
+            name, f"baseTimeNanoseconds must be an integer from 0 to 2**63-1, not {excerpt(base, 40)}"
+        )
     kf = KinetoFile(path=name, new_style=base is not None, size_bytes=size)
     _set_distributed(kf, header)
     by_cat = {cat: target for cats, target in ((CPU_CATS, kf.cpu), (GPU_CATS, kf.gpu), (RUNTIME_CATS, kf.runtime),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -263,7 +263,7 @@ def _check_values(report: Report) -> None:
             ok = isinstance(v, str) if kind == _T else type(v) is int and (kind == _S or v >= 0)
             if not ok:
                 raise TraceFormatError(
-                    report.display, f"table {table} row {row[0]}: {c} must be {_KIND_WORDS[kind]}, not {v!r:.40}"
+                    report.display, f"table {table} row {row[0]}: {c} must be {_KIND_WORDS[kind]}, not {excerpt(v, 40)}"
                 )
         start, end = values.get("start"), values.get("end")
         if start is not None and end is not None and end < start:

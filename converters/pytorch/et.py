@@ -27,7 +27,7 @@ from chakra.converters.pytorch.emit import io_field
 from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
 from chakra.converters.pytorch.roofline import MODELLED, fill_roofline
 from chakra.converters.pytorch.wire import NODE_INPUTS, NODE_OUTPUTS
-from chakra.errors import TraceFormatError
+from chakra.errors import TraceFormatError, excerpt
 from chakra.io import input_file_errors
 
 KNOWN_BASE_VERSIONS = ("1.0.1", "1.0.2", "1.0.3", "1.0.4", "1.1.0", "1.1.1")
@@ -182,7 +182,7 @@ def header_int(name: str, doc: dict, key: str) -> int:
     """A top-level integer (pid, start/finish time): 0 when absent, an error when not 0 .. 2**63-1."""
     v = doc.get(key) or 0
     if type(v) is not int or not 0 <= v < _MAX_ID:
-        raise TraceFormatError(name, f"'{key}' must be an integer from 0 to 2**63-1, not {v!r:.40}")
+        raise TraceFormatError(name, f"'{key}' must be an integer from 0 to 2**63-1, not {excerpt(v, 40)}")
     return v
 
 
@@ -288,7 +288,7 @@ def _node_ids(node_id: Any, parent: Any) -> tuple[int, int]:
     parent = parent or 0
     for what, v in (("id", node_id), ("parent", parent)):
         if type(v) is not int or not 0 <= v < _MAX_ID:
-            raise ValueError(f"{what} must be an integer from 0 to 2**63-1, not {v!r:.40}")
+            raise ValueError(f"{what} must be an integer from 0 to 2**63-1, not {excerpt(v, 40)}")
     return node_id, parent
 
 
@@ -296,7 +296,7 @@ def _nested_op(node: dict, keep_io: bool = True) -> Op:
     node_id, parent = _node_ids(node["id"], node.get("ctrl_deps", 0))
     name = node["name"]
     if type(name) is not str:
-        raise ValueError(f"name must be a string, not {name!r:.40}")
+        raise ValueError(f"name must be a string, not {excerpt(name, 40)}")
     op = Op(node_id, name, parent, CPU)
     attrs = node.get("attrs")
     if attrs:
@@ -337,7 +337,7 @@ def _set_attrs(op: Op, by_name: dict) -> None:
         extra = {k: v for k, v in by_name.items() if v != "" and v is not None}
         for k in _EXTRA_TYPES.keys() & extra.keys():
             if type(extra[k]) is not _EXTRA_TYPES[k]:
-                raise ValueError(f"attr {k!r} must be {_EXTRA_TYPES[k].__name__}, not {extra[k]!r:.40}")
+                raise ValueError(f"attr {k!r} must be {_EXTRA_TYPES[k].__name__}, not {excerpt(extra[k], 40)}")
         op.extra = extra or None
     else:
         op.extra = None
@@ -359,7 +359,7 @@ def _check_io(io: Optional[tuple]) -> None:
         if type(v) is list:
             if len(v) == 6 and isinstance(v[0], int) and isinstance(v[5], str):  # a tensor
                 if not all(type(x) is int for x in v[1:5]):
-                    raise ValueError(f"inputs/outputs: tensor {v!r:.60} has non-integer fields")
+                    raise ValueError(f"inputs/outputs: tensor {excerpt(v, 60)} has non-integer fields")
             elif depth >= _MAX_IO_DEPTH:  # later steps walk these lists recursively
                 raise ValueError(f"inputs/outputs: values nested deeper than {_MAX_IO_DEPTH} levels")
             else:
@@ -375,10 +375,10 @@ def _check_attrs(**values: Any) -> None:
     for k, v in values.items():
         if k == "op_schema":
             if type(v) is not str:
-                raise ValueError(f"attr 'op_schema' must be a string, not {v!r:.40}")
+                raise ValueError(f"attr 'op_schema' must be a string, not {excerpt(v, 40)}")
         elif type(v) is not int or not (-1 if k == "seq_id" else 0) <= v < _MAX_ID:
             low = -1 if k == "seq_id" else 0
-            raise ValueError(f"attr {k!r} must be an integer from {low} to 2**63-1, not {v!r:.40}")
+            raise ValueError(f"attr {k!r} must be an integer from {low} to 2**63-1, not {excerpt(v, 40)}")
 
 
 # Typed decoding of nested (1.0.2+) ET nodes for big documents: msgspec builds these records
@@ -461,7 +461,7 @@ def _flat_op(node: dict, keep_io: bool = True) -> Op:
     node_id, parent = _node_ids(node["id"], node.get("parent"))
     name = node["name"]
     if type(name) is not str:
-        raise ValueError(f"name must be a string, not {name!r:.40}")
+        raise ValueError(f"name must be a string, not {excerpt(name, 40)}")
     op = Op(node_id, name, parent, CPU)
     # the same attributes as a nested node's, as top-level keys
     _set_attrs(op, {k: node.get(k) for k in _FLAT_ATTRS})
