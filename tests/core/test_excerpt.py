@@ -6,7 +6,7 @@ from chakra.errors import ChakraError, excerpt
 
 
 def test_excerpt_cuts_long_values():
-    assert excerpt("a" * 1000) == repr("a" * 56) + "..."
+    assert excerpt("a" * 1000) == "'" + "a" * 56 + "..."
     assert len(excerpt(list(range(10_000)), 40)) == 40
 
 
