@@ -28,38 +28,34 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
 
     The rank is the document's own, else the number in the file name, else the input's position.
     """
-    from chakra.io import output_set
+    from chakra.errors import InputError
+    from chakra.io import is_json_file, output_set, rank_from_path, write_trace
+    from chakra.jsonform import read_json_trace
 
     written: list[Path] = []
     nodes: list[int] = []
     with output_set():  # every file or none
-        _write_each(sources, output, written, nodes)
+        for i, src in enumerate(Path(p) for p in sources):
+            if not src.is_file():
+                raise InputError(f"{src}: no such file")
+            if not is_json_file(src):
+                raise InputError(
+                    f"{src}: not a JSON trace (it does not start with {{ or [); .et files need no conversion"
+                )
+            trace = read_json_trace(src)
+            if trace.rank is None:
+                from_name = rank_from_path(src)
+                trace.rank = from_name if from_name is not None else i
+            dst = Path(output(src, trace.rank))
+            if dst in written:
+                raise InputError(
+                    f"{src}: would overwrite {dst} (rank {trace.rank} given twice; name files PREFIX.<rank>.json)"
+                )
+            if dst.resolve() == src.resolve():
+                raise InputError(f"{src}: input and output are the same file")
+            written.append(write_trace(dst, trace))
+            nodes.append(len(trace.nodes))
     return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
-
-
-def _write_each(sources: Sequence[Path], output: Callable[[Path, int], Path], written: list[Path], nodes: list[int]):
-    from chakra.errors import InputError
-    from chakra.io import is_json_file, rank_from_path, write_trace
-    from chakra.jsonform import read_json_trace
-
-    for i, src in enumerate(Path(p) for p in sources):
-        if not src.is_file():
-            raise InputError(f"{src}: no such file")
-        if not is_json_file(src):
-            raise InputError(f"{src}: not a JSON trace (it does not start with {{ or [); .et files need no conversion")
-        trace = read_json_trace(src)
-        if trace.rank is None:
-            from_name = rank_from_path(src)
-            trace.rank = from_name if from_name is not None else i
-        dst = Path(output(src, trace.rank))
-        if dst in written:
-            raise InputError(
-                f"{src}: would overwrite {dst} (rank {trace.rank} given twice; name files PREFIX.<rank>.json)"
-            )
-        if dst.resolve() == src.resolve():
-            raise InputError(f"{src}: input and output are the same file")
-        written.append(write_trace(dst, trace))
-        nodes.append(len(trace.nodes))
 
 
 def report(result: ConversionResult, quiet: bool) -> None:
