@@ -32,6 +32,14 @@ state = State()
 # Reusable option declarations so every subcommand spells them the same way.
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+#: Writers of traces (convert pytorch, generate, synthesize, whatif): process groups always go to
+#: PREFIX.comm_groups.json; the PyTorch-style METADATA node only on request, as ASTRA-sim aborts on it.
+MetadataNodeOption = typer.Option(
+    False,
+    "--metadata-node",
+    help="Also write the process_group:init METADATA node (ASTRA-sim aborts on it; "
+    "groups are always in PREFIX.comm_groups.json).",
+)
 # Scale-out on Dask (chakra.distributed): declared once, used by convert FORMAT and sweep.
 WorkersOption = typer.Option(
     None, "--workers", "-W", help="Run as Dask tasks on N local worker processes (one task each at a time)."

@@ -8,18 +8,12 @@ from typing import Any, Optional
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
 
 OutputOption = typer.Option(
     ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
 )
 TflopsOption = typer.Option(100.0, "--tflops", help="Device peak compute (TFLOP/s) for roofline durations.")
-MetadataNodeOption = typer.Option(
-    False,
-    "--metadata-node",
-    help="Also write the PyTorch-style process_group:init METADATA node as node 0 of every rank "
-    "(ASTRA-sim aborts on it; groups are always in PREFIX.comm_groups.json).",
-)
 MemBwOption = typer.Option(2000.0, "--mem-bw", help="Device memory bandwidth (GB/s, decimal) for roofline durations.")
 
 app = typer.Typer(

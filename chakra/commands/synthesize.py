@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
 
 SYNTHESIZE_HELP = (
     "Fit a generative model to real multi-rank traces and sample a new job of --ranks ranks.\n\n"
@@ -36,9 +36,7 @@ def synthesize_cmd(
         None, "--length", help="Comm events per rank (default: drawn from the inputs)."
     ),
     report: bool = typer.Option(False, "--report", help="Compare real and synthetic distributions (KS per quantity)."),
-    metadata_node: bool = typer.Option(
-        False, "--metadata-node", help="Also write the process_group:init METADATA node (ASTRA-sim aborts on it)."
-    ),
+    metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:

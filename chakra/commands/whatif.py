@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
 
 _ROWS = (
     ("step", "step time"),
@@ -70,12 +70,7 @@ def whatif_cmd(
     html: Optional[Path] = typer.Option(
         None, "--html", help="Also write an interactive, self-contained HTML report: baseline vs what-if."
     ),
-    metadata_node: bool = typer.Option(
-        False,
-        "--metadata-node",
-        help="Keep process_group:init METADATA nodes in the written traces (ASTRA-sim aborts on them); "
-        "by default groups go to PREFIX.comm_groups.json.",
-    ),
+    metadata_node: bool = MetadataNodeOption,
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:

@@ -9,6 +9,7 @@ import typer
 
 from chakra.cli_common import (
     JsonOption,
+    MetadataNodeOption,
     QuietOption,
     SchedulerOption,
     WorkersOption,
@@ -58,9 +59,7 @@ def add_cli(app: typer.Typer) -> None:
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
         workers: Optional[int] = WorkersOption,
         scheduler: Optional[str] = SchedulerOption,
-        metadata_node: bool = typer.Option(
-            False, "--metadata-node", help="Keep the process_group:init METADATA node (ASTRA-sim aborts on it)."
-        ),
+        metadata_node: bool = MetadataNodeOption,
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
