@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from chakra.io import TraceWriter
 from chakra.schema import CollectiveType, NodeType
 from chakra.sim import simulate
 from chakra.sim.config import NetworkConfig, bundled_config_dir
+from chakra.sim.truthcases import find_binaries, finish_cycles
 from chakra.trace import make_metadata, make_node
 
 
@@ -81,13 +81,6 @@ def write_rank_files(prefix: Path, ranks: int, nodes: int, chained: bool, distin
     for r in range(ranks):
         md = make_metadata(rank=r).SerializeToString()
         Path(f"{prefix}.{r}.et").write_bytes(bytes([len(md)]) + md + body)
-
-
-def astrasim_bin() -> Path | None:
-    """$ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin next to the repository; None if absent."""
-    env = os.environ.get("ASTRA_SIM_BIN")
-    d = Path(env) if env else Path(__file__).resolve().parent.parent.parent / "shared/tools/astra-sim/bin"
-    return d if (d / "AstraSim_Analytical_Congestion_Unaware").exists() else None
 
 
 def write_configs(tmp: Path, net: NetworkConfig) -> tuple[Path, Path, Path]:
@@ -133,7 +126,7 @@ def run_astrasim(
         proc.returncode = 0
     wall = time.perf_counter() - t0
     text = (prefix.parent / "astra.out").read_text(errors="replace")
-    finish = {int(r): int(c) for r, c in re.findall(r"sys\[(\d+)\] finished, (\d+) cycles", text)}
+    finish = finish_cycles(text)
     if gnu_time.exists():
         user, system, max_kib = timefile.read_text().split()[-3:]
         return wall, float(user) + float(system), int(max_kib) / 1024, finish
@@ -194,7 +187,7 @@ def main() -> None:
     ap.add_argument("--no-astra-sim", action="store_true", help="do not run the real ASTRA-sim beside ours")
     ap.add_argument("--no-queued", action="store_true", help="skip the (a) queued case")
     args = ap.parse_args()
-    astra = None if args.no_astra_sim else astrasim_bin()
+    astra = None if args.no_astra_sim else find_binaries()
     aware = args.congestion == "aware"
     kw = {"congestion": args.congestion, "astra": astra}
     with tempfile.TemporaryDirectory(prefix="chakra-simbench-") as d:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -37,7 +36,14 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chakra.sim.truthcases import BINARY_NAMES, binary_args, node_ranks, num_npus, write_case  # noqa: E402
+from chakra.sim.truthcases import (  # noqa: E402
+    BINARY_NAMES,
+    binary_args,
+    find_binaries,
+    node_ranks,
+    num_npus,
+    write_case,
+)
 
 MIB = 1 << 20
 TYPES = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
@@ -688,13 +694,6 @@ def all_cases(only: Optional[list[str]] = None) -> dict[str, list[dict]]:
 
 # ---------------------------------------------------------------------------------------------
 # Running
-
-
-def find_binaries(explicit: Optional[str] = None) -> Optional[Path]:
-    for cand in (explicit, os.environ.get("ASTRA_SIM_BIN"), str(ROOT.parent / "shared/tools/astra-sim/bin")):
-        if cand and all((Path(cand) / name).is_file() for name in BINARY_NAMES.values()):
-            return Path(cand)
-    return None
 
 
 _CAUSE = re.compile(

@@ -11,24 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 from chakra.io import write_trace
+from chakra.sim.truthcases import find_binaries, finish_cycles
 from chakra.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
-_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
-
-
-def astrasim_bin_dir() -> Optional[Path]:
-    """$ASTRA_SIM_BIN, else ../shared/tools/astra-sim/bin next to the repository; None if absent."""
-    env = os.environ.get("ASTRA_SIM_BIN")
-    d = Path(env) if env else REPO.parent / "shared/tools/astra-sim/bin"
-    return d if (d / "AstraSim_Analytical_Congestion_Aware").exists() else None
 
 
 def run_astrasim(
@@ -43,7 +35,7 @@ def run_astrasim(
     timeout: float = 120,
 ) -> dict[int, int]:
     """{rank: finish ns} from ASTRA-sim's `sys[i] finished, T cycles` lines (missing ranks: absent)."""
-    bindir = astrasim_bin_dir()
+    bindir = find_binaries()
     if bindir is None:
         raise RuntimeError("ASTRA-sim binaries not found (set ASTRA_SIM_BIN)")
     binary = bindir / ("AstraSim_Analytical_Congestion_Aware" if aware else "AstraSim_Analytical_Congestion_Unaware")
@@ -69,7 +61,7 @@ def run_astrasim(
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=t)
         if os.environ.get("SIM_VS_ASTRASIM_VERBOSE"):
             print("\n".join((out.stdout + out.stderr).splitlines()[-4:]))
-    return {int(r): int(c) for r, c in _FINISHED.findall(out.stdout)}
+    return finish_cycles(out.stdout)
 
 
 def compare(traces: list[Trace], network: Path, system: Path, *, aware: bool = True, **kw: Any) -> dict:

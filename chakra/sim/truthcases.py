@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -228,3 +230,21 @@ BINARY_NAMES = {
     "aware": "AstraSim_Analytical_Congestion_Aware",
     "unaware": "AstraSim_Analytical_Congestion_Unaware",
 }
+#: ASTRA-sim's per-rank result line (1 cycle = 1 ns); a rank that never finishes prints none.
+FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+
+
+def find_binaries(explicit: Optional[str] = None) -> Optional[Path]:
+    """The folder holding both analytical binaries: `explicit`, else $ASTRA_SIM_BIN, else
+    ../shared/tools/astra-sim/bin beside a checkout of the repository; None when none has them
+    (the binaries are an optional extra: callers skip or say so)."""
+    beside_checkout = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "astra-sim" / "bin"
+    for cand in (explicit, os.environ.get("ASTRA_SIM_BIN"), str(beside_checkout)):
+        if cand and all((Path(cand) / name).is_file() for name in BINARY_NAMES.values()):
+            return Path(cand)
+    return None
+
+
+def finish_cycles(output: str) -> dict[int, int]:
+    """{rank: finish ns} from an ASTRA-sim run's output (ranks that never finished are absent)."""
+    return {int(r): int(c) for r, c in FINISHED.findall(output)}

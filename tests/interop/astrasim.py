@@ -7,24 +7,20 @@ message as the reason.
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parents[2]
-BINARIES = ("AstraSim_Analytical_Congestion_Aware", "AstraSim_Analytical_Congestion_Unaware")
-FINISHED = re.compile(rb"sys\[(\d+)\] finished, (\d+) cycles")
+from chakra.sim.truthcases import BINARY_NAMES, find_binaries, finish_cycles
+
+BINARIES = tuple(BINARY_NAMES.values())
 
 
 def bin_dir() -> tuple[Optional[Path], str]:
     """(folder of the binaries, "") or (None, why they cannot be used)."""
-    env = os.environ.get("ASTRA_SIM_BIN")
-    folder = Path(env) if env else REPO.parent / "shared" / "tools" / "astra-sim" / "bin"
-    missing = [b for b in BINARIES if not (folder / b).is_file()]
-    if missing:
-        return None, f"ASTRA-sim binaries not found in {folder} (set ASTRA_SIM_BIN)"
+    folder = find_binaries()
+    if folder is None:
+        return None, "ASTRA-sim binaries not found ($ASTRA_SIM_BIN or ../shared/tools/astra-sim/bin)"
     try:
         probe = subprocess.run([str(folder / BINARIES[0]), "--help"], capture_output=True, timeout=30)
     except OSError as exc:
@@ -38,5 +34,5 @@ def run(argv: list[str], cwd: Path, timeout: int = 120) -> tuple[dict[int, int],
     """Per-rank finish cycles of one run (ranks that never finish are absent) and its output."""
     proc = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=cwd)
     out = proc.stdout + proc.stderr
-    finished = {int(m.group(1)): int(m.group(2)) for m in FINISHED.finditer(out)}
-    return finished, out.decode(errors="replace")
+    text = out.decode(errors="replace")
+    return finish_cycles(text), text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -63,12 +62,3 @@ def run_ours(spec: dict[str, Any], tmp: Path) -> list[Optional[int]]:
 
 def within(ours: Optional[int], truth: int) -> bool:
     return ours is not None and abs(ours - truth) <= REL_TOL * max(truth, 1)
-
-
-def binaries_dir(repo_root: Path) -> Optional[Path]:
-    from chakra.sim.truthcases import BINARY_NAMES
-
-    for cand in (os.environ.get("ASTRA_SIM_BIN"), str(repo_root.parent / "shared/tools/astra-sim/bin")):
-        if cand and all((Path(cand) / n).is_file() for n in BINARY_NAMES.values()):
-            return Path(cand)
-    return None

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from chakra.sim.truthcases import BINARY_NAMES
-from tests.sim.astrasim_truth import binaries_dir, load_table
+from chakra.sim.truthcases import BINARY_NAMES, find_binaries
+from tests.sim.astrasim_truth import load_table
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = binaries_dir(ROOT)
+BIN = find_binaries()
 TABLE = load_table()
 FAILURE_NAMES = (
     "fail/aware/metadata-node",

@@ -250,9 +250,10 @@ def test_matches_astrasim_per_rank(case, tmp_path):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_cases_still_match_the_binary(case, tmp_path):
     """The recorded numbers are what the binary says today (skipped without the binaries)."""
-    from tools.sim_vs_astrasim import astrasim_bin_dir, run_astrasim
+    from chakra.sim.truthcases import find_binaries
+    from tools.sim_vs_astrasim import run_astrasim
 
-    if astrasim_bin_dir() is None:
+    if find_binaries() is None:
         pytest.skip("ASTRA-sim binaries not found (set ASTRA_SIM_BIN)")
     name, build, topo, npus, congestion, sysk, groups, _kw, cli = case
     net = write_network(tmp_path / "network.yml", topo, npus, [50.0] * len(topo), [500.0] * len(topo))
