@@ -69,6 +69,9 @@ class NodeTable:
     sparse: dict[int, dict[str, Any]] = field(default_factory=dict)  # row -> {attr: value}
     names: Optional[list[str]] = None
     metadata_inputs: list[str] = field(default_factory=list)  # inputs.values of METADATA nodes
+    #: with missing_deps="drop": how many edges named absent nodes, and the first as "child -> parent"
+    dropped_deps: int = 0
+    first_dropped: str = ""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -245,6 +248,7 @@ class _Builder:
             return a if order is None else np.ascontiguousarray(a[order])
 
         m = len(self.edge_child)
+        dropped, first_dropped = 0, ""
         if m:
             pos = np.frombuffer(self.edge_child, dtype=np.int32)
             if order is None:
@@ -267,6 +271,8 @@ class _Builder:
                     )
                     more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
                     raise TraceFormatError(self.path, f"dependency on a node that does not exist: {pairs}{more}")
+                dropped = len(bad)
+                first_dropped = f"node {int(sorted_ids[child_rows[bad[0]]])} -> missing {int(parent_ids[bad[0]])}"
                 child_rows = child_rows[ok]
                 prow = prow[ok]
             del ok, parent_ids
@@ -312,6 +318,8 @@ class _Builder:
             sparse=sparse,
             names=names,
             metadata_inputs=self.metadata_inputs,
+            dropped_deps=dropped,
+            first_dropped=first_dropped,
         )
 
 

@@ -229,16 +229,14 @@ def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
 def _load_table_checked(source: Any, names: bool, missing_deps: str, warnings: list[str]) -> Any:
     """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
     ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-    if missing_deps != "drop":
-        return load_table(source, names, missing_deps)
-    try:
-        return load_table(source, names, "error")
-    except InputError as exc:
-        if "does not exist" not in str(exc):
-            raise
-        first = str(exc).split(" (--missing-deps", 1)[0]
-        warnings.append(f"dependencies on absent node ids dropped (ASTRA-sim aborts on them); first: {first}")
-        return load_table(source, names, "drop")
+    table = load_table(source, names, missing_deps)
+    if table.dropped_deps:
+        where = table.path if table.path is not None else "<trace>"
+        warnings.append(
+            f"{where}: {table.dropped_deps} dependencies on absent node ids dropped (ASTRA-sim aborts on them); "
+            f"first: {table.first_dropped}"
+        )
+    return table
 
 
 def load_tables(
