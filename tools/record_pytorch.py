@@ -302,7 +302,7 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 def ring_network(world: int, alpha_s: float, beta_s_per_byte: float) -> tuple[float, float]:
     """(bandwidth GB/s, latency ns) of a Ring whose ideal all-reduce time matches alpha + beta*bytes.
 
-    First order only: `chakra.sim.recipes.calibrate_network` refines it against the simulator's
+    First order only: `chakra.whatif.recipes.calibrate_network` refines it against the simulator's
     own collective model (chunking, endpoint delay).
 
     A ring all-reduce is 2(N-1) steps, each one link latency plus a chunk of bytes/N:
@@ -417,8 +417,15 @@ def predict_round(round_dir: str, cores: int) -> dict:
     from chakra.converters import pytorch as ptconv
     from chakra.io import read_traces
     from chakra.sim import simulate
-    from chakra.sim.interpolate import rewrite
-    from chakra.sim.recipes import calibrate_network, clone, count_steps, data_parallel, fused_optimizer, scale_compute
+    from chakra.whatif.interpolate import rewrite
+    from chakra.whatif.recipes import (
+        calibrate_network,
+        clone,
+        count_steps,
+        data_parallel,
+        fused_optimizer,
+        scale_compute,
+    )
 
     def timing(run: str) -> dict:
         with open(os.path.join(round_dir, run, "timing.json")) as fh:
@@ -474,7 +481,7 @@ def predict_round(round_dir: str, cores: int) -> dict:
         dp_both = scale_compute(dp.traces, factor=1.0 / share_c) if share_c > 1 else dp
         pred_both = simulate(dp_both.traces, net.scaled(bandwidth=1 / share_m, latency=share_m)).finish_ns
         pred_both = pred_both / steps / 1e9
-        # Shared cores (chakra.sim.recipes.share_cores): N ranks x (compute + gloo thread) on `cores`
+        # Shared cores (chakra.whatif.recipes.share_cores): N ranks x (compute + gloo thread) on `cores`
         # cores; compute x max(1, N/cores), collectives serialized with compute. Then with DDP's
         # own CPU work (division by N, gradient <-> bucket copies) costed from the trace.
         dps = data_parallel(scaled, ranks=n, bucket_mb=0.5, first_bucket_mb=1.0, cores=cores)

@@ -45,7 +45,7 @@ def interpolate_cmd(
     """
     from chakra.commgroups import groups_beside, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
-    from chakra.sim import interpolate as ip
+    from chakra.whatif import interpolate as ip
 
     with handle_errors():
         if (samples is None) != (model is None):

@@ -86,7 +86,7 @@ def whatif_cmd(
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
-    from chakra.sim.recipes import apply_recipe, predict, write_network_yaml
+    from chakra.whatif.recipes import apply_recipe, predict, write_network_yaml
 
     with handle_errors():
         base = read_traces(traces)

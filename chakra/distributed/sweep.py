@@ -1,7 +1,7 @@
 """Design-space sweeps: one simulation per grid point as a Dask task, results in Parquet + CSV.
 
 Each task builds its configs with the loaders of `chakra.sim.config`, applies the point's what-if
-recipe (`chakra.sim.recipes`), runs `chakra.sim.simulate` and returns the figures `simulate
+recipe (`chakra.whatif.recipes`), runs `chakra.sim.simulate` and returns the figures `simulate
 --json` reports. The results table is long: per point one `overall` row and one row per rank,
 every parameter in its own column. A rerun skips points whose id (a hash of the resolved point)
 is already in RESULTS; a failing point is recorded with its error and the sweep goes on.
@@ -63,7 +63,7 @@ def point_inputs(config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     traces: Any = workload
     wi = config["whatif"]
     if wi is not None:
-        from chakra.sim.recipes import apply_recipe
+        from chakra.whatif.recipes import apply_recipe
 
         opts = {k: v for k, v in wi.items() if k != "recipe"}
         result = apply_recipe(wi["recipe"], _traces(workload, _stamp(workload)), network=net, **opts)

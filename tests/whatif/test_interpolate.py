@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from chakra.io import read_traces, write_rank_traces
-from chakra.sim.interpolate import Model, ModelError, Samples, fit, fit_all, load_samples, rewrite, samples_from_csv
 from chakra.trace import Trace
+from chakra.whatif.interpolate import Model, ModelError, Samples, fit, fit_all, load_samples, rewrite, samples_from_csv
 
 from .helpers import cpu
 

@@ -12,7 +12,8 @@ from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr
 from chakra.sim import simulate
 from chakra.sim.config import default_network
-from chakra.sim.recipes import (
+from chakra.trace import Trace, make_node
+from chakra.whatif.recipes import (
     _sim_allreduce_ns,
     amp,
     apply_recipe,
@@ -27,7 +28,6 @@ from chakra.sim.recipes import (
     scale_compute,
     share_cores,
 )
-from chakra.trace import Trace, make_node
 
 from .helpers import T, allreduce, cpu, gpu
 

@@ -8,8 +8,8 @@ from chakra.errors import ChakraError, InputError
 from chakra.schema.kinds import resource_of
 from chakra.sim import simulate
 from chakra.sim.policies import PriorityPolicy, custom, get_policy, priority_policy
-from chakra.sim.transforms import Graph, by_annotation, by_name, by_resource, by_type
 from chakra.trace import Trace
+from chakra.whatif.transforms import Graph, by_annotation, by_name, by_resource, by_type
 
 from .helpers import T, allreduce, cpu, cpu_gpu_trace
 
@@ -151,7 +151,7 @@ def test_priority_policy_from_attributes_and_custom_callables():
 
 
 def test_select_across_ranks_and_by_attribute():
-    from chakra.sim.transforms import by_attr, by_ids, graphs, select
+    from chakra.whatif.transforms import by_attr, by_ids, graphs, select
 
     t0, t1 = cpu_gpu_trace(), cpu_gpu_trace()
     t1.rank = 1

@@ -34,8 +34,8 @@ from chakra.errors import InputError
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
-from chakra.sim.transforms import Graph, by_resource, by_type, graphs, scaled_us, span_us
 from chakra.trace import Trace
+from chakra.whatif.transforms import Graph, by_resource, by_type, graphs, scaled_us, span_us
 
 #: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.
 COMPUTE_BOUND = r"gemm|conv|matmul|\bmm\b|::mm$|addmm|bmm|linear|baddbmm|attention|cutlass|xmma|wgrad|dgrad"
@@ -175,7 +175,7 @@ def per_byte_cost(nodes: Sequence[pb.Node]) -> tuple[float, float]:
     """(fixed µs per operator, µs per byte) fitted by least squares (duration = c0 + c1*bytes)
     over operators with a tensor_size: the BigSim-style model that separates the per-call
     overhead (dispatch, launch, profiler) from the data-proportional work."""
-    from chakra.sim.interpolate import Model, Samples, fit
+    from chakra.whatif.interpolate import Model, Samples, fit
 
     pts = [(float(get_attr(n, "tensor_size", 0) or 0), float(n.duration_micros)) for n in nodes]
     pts = [p for p in pts if p[0] > 0]

@@ -523,7 +523,7 @@ def rewrite(
         raise InputError(f"--scale must be >= 0, got {scale}")
     if what not in ("compute", "all"):
         raise InputError(f"--nodes must be compute or all, not {excerpt(what)}")
-    from chakra.sim.transforms import scaled_us
+    from chakra.whatif.transforms import scaled_us
 
     rep = RewriteReport()
     fits = fits or {}
