@@ -1,4 +1,4 @@
-"""Reading possibly-gzipped inputs safely: one home for un-gzipping every reader uses.
+"""Un-gzipping inputs safely: one home for the guarded gunzip stream every reader uses (`chakra.io` opens the files).
 
 Every decompression failure (bad header, CRC mismatch, corrupt deflate data, truncation) becomes
 one `TraceFormatError` naming the file and the compressed byte offset where it went wrong, instead
@@ -144,50 +144,6 @@ class GuardedGzip(io.BufferedIOBase):
         super().close()
 
 
-def _open_raw(path: PathLike) -> BinaryIO:
-    from chakra.io import input_file_errors
-
-    with input_file_errors(path):
-        return open(path, "rb")  # noqa: SIM115 - returned to the caller
-
-
-def is_gzip(path: PathLike) -> bool:
-    with _open_raw(path) as f:
-        return f.read(2) == GZIP_MAGIC
-
-
-def open_input(path: PathLike) -> BinaryIO:
-    """Open an input for reading, gunzipping (guarded) when it starts with the gzip magic."""
-    raw = _open_raw(path)
-    head = raw.read(2)
-    raw.seek(0)
-    if head == GZIP_MAGIC:
-        try:
-            return GuardedGzip(raw, path)  # type: ignore[return-value]
-        except BaseException:
-            raw.close()
-            raise
-    return raw
-
-
-def read_input_bytes(path: PathLike) -> bytes:
-    """The whole (decompressed) content of an input, within the limits above."""
-    with open_input(path) as f:
-        return f.read()
-
-
 def gunzip_bytes(data: bytes, path: PathLike) -> bytes:
     """Decompress gzip data already in memory (e.g. a tar member), with the same limits and errors."""
     return GuardedGzip(io.BytesIO(data), path).read()  # type: ignore[arg-type]
-
-
-def decompress_to(path: PathLike, dst: BinaryIO) -> int:
-    """Stream the decompressed content of `path` into `dst`; returns the number of bytes written."""
-    n = 0
-    with open_input(path) as src:
-        while True:
-            chunk = src.read(8 << 20)
-            if not chunk:
-                return n
-            dst.write(chunk)
-            n += len(chunk)

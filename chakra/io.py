@@ -29,8 +29,9 @@ from typing import IO, BinaryIO, Optional, Union
 
 from google.protobuf.message import DecodeError
 
-from chakra.compression import open_input
+from chakra.compression import GZIP_MAGIC, GuardedGzip
 from chakra.errors import InputError, OutputError, TraceFormatError
+from chakra.jsonform import json_trace_chunks, parse_json_trace
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -75,13 +76,50 @@ def input_file_errors(path: PathLike, what: str = "trace file") -> Iterator[None
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+def _open_raw(path: PathLike) -> BinaryIO:
+    with input_file_errors(path):
+        return open(path, "rb")  # noqa: SIM115 - returned to the caller
+
+
+def is_gzip(path: PathLike) -> bool:
+    with _open_raw(path) as f:
+        return f.read(2) == GZIP_MAGIC
+
+
 def open_binary(path: PathLike) -> BinaryIO:
     """Open for reading, transparently gunzipping when the file starts with the gzip magic.
 
     The gunzip is `chakra.compression`'s: corrupt data and decompression bombs become one
     TraceFormatError naming the file.
     """
-    return open_input(path)
+    raw = _open_raw(path)
+    head = raw.read(2)
+    raw.seek(0)
+    if head == GZIP_MAGIC:
+        try:
+            return GuardedGzip(raw, path)  # type: ignore[return-value]
+        except BaseException:
+            raw.close()
+            raise
+    return raw
+
+
+def read_input_bytes(path: PathLike) -> bytes:
+    """The whole (decompressed) content of an input, within `chakra.compression`'s limits."""
+    with open_binary(path) as f:
+        return f.read()
+
+
+def decompress_to(path: PathLike, dst: BinaryIO) -> int:
+    """Stream the decompressed content of `path` into `dst`; returns the number of bytes written."""
+    n = 0
+    with open_binary(path) as src:
+        while True:
+            chunk = src.read(8 << 20)
+            if not chunk:
+                return n
+            dst.write(chunk)
+            n += len(chunk)
 
 
 def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> Iterator[tuple[int, int, list[bytes]]]:
@@ -397,14 +435,17 @@ def is_json_file(path: PathLike) -> bool:
     return head[:1] in (b"{", b"[")
 
 
+def read_json_trace(path: PathLike) -> Trace:
+    """A trace in our JSON form or the official one (`chakra.jsonform`), plain or gzipped."""
+    return parse_json_trace(read_input_bytes(path), path)
+
+
 def read_trace(path: PathLike, rank: Optional[int] = None) -> Trace:
     """Read a whole trace: `.et` (plain or gzip), our JSON form, or the official JSON form."""
     path = Path(path)
     if rank is None:
         rank = rank_from_path(path)
     if is_json_file(path):
-        from chakra.jsonform import read_json_trace
-
         trace = read_json_trace(path)
     else:
         with TraceReader(path) as reader:
@@ -699,13 +740,22 @@ class TraceWriter:
 _VARINT_CACHE = [encode_varint(i) for i in range(16384)]
 
 
+def write_json_trace(path: PathLike, trace: Trace) -> None:
+    """Write our JSON form (gzip when the name ends in .gz), atomically, one node per line."""
+    path = Path(path)
+    with atomic_output(path) as raw:
+        out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+        for chunk in json_trace_chunks(trace):
+            out.write(chunk)
+        if out is not raw:
+            out.close()
+
+
 def write_trace(path: PathLike, trace: Trace) -> Path:
     """Write one rank's trace: JSON form when the name ends in .json(.gz), else `.et` (gzip on .gz)."""
     path = Path(path)
     name = path.name
     if name.endswith(".json") or name.endswith(".json.gz"):
-        from chakra.jsonform import write_json_trace
-
         write_json_trace(path, trace)
         return path
     with TraceWriter(path) as w:

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
 import msgspec
 import orjson
 
+from chakra.compression import PathLike
 from chakra.errors import TraceFormatError, excerpt
-from chakra.io import PathLike, atomic_output, open_binary
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import ALL_ARMS
 from chakra.trace import Trace
@@ -268,27 +268,17 @@ def trace_to_document(trace: Trace) -> dict[str, Any]:
     }
 
 
-def write_json_trace(path: PathLike, trace: Trace) -> None:
-    """Write our JSON form (gzip when the name ends in .gz), atomically, one node per line."""
-    path = Path(path)
+def json_trace_chunks(trace: Trace) -> Iterator[bytes]:
+    """Our JSON form of `trace` in pieces, one node per line (`chakra.io.write_json_trace` writes them)."""
     head = orjson.dumps({"format": FORMAT, "rank": trace.rank, "metadata": metadata_to_dict(trace.metadata)})
-    with atomic_output(path) as raw:
-        if path.name.endswith(".gz"):
-            import gzip
-
-            out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
-        else:
-            out = raw
-        out.write(head[:-1] + b',\n"nodes":[\n')
-        parts: list[bytes] = []
-        for i, node in enumerate(trace.nodes):
-            parts.append((b",\n" if i else b"") + orjson.dumps(node_to_dict(node)))
-            if len(parts) >= 4096:
-                out.write(b"".join(parts))
-                parts.clear()
-        out.write(b"".join(parts) + b"\n]}\n")
-        if out is not raw:
-            out.close()
+    yield head[:-1] + b',\n"nodes":[\n'
+    parts: list[bytes] = []
+    for i, node in enumerate(trace.nodes):
+        parts.append((b",\n" if i else b"") + orjson.dumps(node_to_dict(node)))
+        if len(parts) >= 4096:
+            yield b"".join(parts)
+            parts.clear()
+    yield b"".join(parts) + b"\n]}\n"
 
 
 def _schema_error(path: PathLike, doc: Any) -> Optional[str]:
@@ -443,9 +433,8 @@ def _msgspec_where(exc: msgspec.ValidationError, root: str) -> str:
     return text.replace("`$", f"`{root}", 1)
 
 
-def read_json_trace(path: PathLike) -> Trace:
-    with open_binary(path) as f:
-        data = f.read()
+def parse_json_trace(data: bytes, path: PathLike) -> Trace:
+    """A trace from the bytes of a JSON-form file (ours or the official one); `path` names it in errors."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -29,8 +29,7 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
     The rank is the document's own, else the number in the file name, else the input's position.
     """
     from chakra.errors import InputError
-    from chakra.io import is_json_file, output_set, rank_from_path, write_trace
-    from chakra.jsonform import read_json_trace
+    from chakra.io import is_json_file, output_set, rank_from_path, read_json_trace, write_trace
 
     written: list[Path] = []
     nodes: list[int] = []

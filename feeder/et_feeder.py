@@ -40,9 +40,9 @@ from typing import Optional, Union
 
 import numpy as np
 
-from chakra.compression import is_gzip
 from chakra.errors import ChakraError, InputError
 from chakra.feeder.table import NodeTable, gunzip_to_temp, table_from_et, table_from_nodes
+from chakra.io import is_gzip
 from chakra.schema import pb
 from chakra.trace import Trace
 

@@ -28,8 +28,8 @@ from typing import Any, Optional
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from chakra.compression import decompress_to
 from chakra.errors import TraceFormatError
+from chakra.io import decompress_to
 from chakra.schema import pb
 from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from chakra.compression import RATIO_ENV, read_input_bytes
+from chakra.compression import RATIO_ENV
 from chakra.errors import MAX_MESSAGE, ChakraError, TraceFormatError
-from chakra.io import encode_varint, read_trace, write_trace
+from chakra.io import encode_varint, read_input_bytes, read_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 

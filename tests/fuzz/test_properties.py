@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from chakra.errors import ChakraError
 from chakra.feeder import ETFeeder
-from chakra.io import read_trace, write_trace
-from chakra.jsonform import document_to_trace, read_json_trace, write_json_trace
+from chakra.io import read_json_trace, read_trace, write_json_trace, write_trace
+from chakra.jsonform import document_to_trace
 from chakra.schema import pb
 from chakra.trace import Trace
 
