@@ -21,6 +21,8 @@ from typing import Any, Optional, Union
 
 import orjson
 
+from chakra.configfile import load_mapping
+from chakra.errors import ConfigError, excerpt
 from chakra.schema import NodeType, pb
 
 PathLike = Union[str, os.PathLike]
@@ -64,10 +66,23 @@ def find_beside(args: Sequence[Any]) -> Optional[Path]:
 
 
 def read_comm_groups(path: PathLike) -> dict[str, list[int]]:
-    """Read an ASTRA-sim comm-group JSON (checked: integer ids > 0, lists of rank numbers)."""
-    from chakra.sim.config import load_comm_groups
-
-    return load_comm_groups(path)
+    """ASTRA-sim's comm-group JSON `{"1": [0, 1, 2, 3], ...}` (ids > 0; 0 means all ranks)."""
+    where = str(path)
+    data = load_mapping(path, "comm-group config", json_only=True)
+    groups: dict[str, list[int]] = {}
+    for key, ranks in data.items():
+        try:
+            gid = int(key)
+        except ValueError:
+            raise ConfigError(f"{where}: group id {excerpt(key)} is not an integer") from None
+        if gid <= 0:
+            raise ConfigError(f"{where}: group id {key} must be > 0 (0 is reserved for all ranks)")
+        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            raise ConfigError(f"{where}: group {key}: expected a list of rank numbers")
+        if len(set(ranks)) != len(ranks):
+            raise ConfigError(f"{where}: group {key}: repeated rank")
+        groups[str(gid)] = list(ranks)
+    return groups
 
 
 def groups_beside(args: Sequence[Any]) -> dict[str, list[int]]:

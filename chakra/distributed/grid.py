@@ -19,8 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
+from chakra.configfile import load_config, load_mapping
 from chakra.errors import ConfigError
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "sweep_grid.schema.json"
@@ -70,15 +69,7 @@ def _load_mapping(value: Any, base_dir: Path, what: str) -> dict[str, Any]:
     path = Path(value)
     if not path.is_absolute():
         path = base_dir / path
-    try:
-        data = yaml.safe_load(path.read_text())  # JSON is YAML
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such {what} config file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read {what} config ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of {what} keys")
-    return data
+    return load_mapping(path, f"{what} config")
 
 
 @dataclass
@@ -95,12 +86,7 @@ class Grid:
 
 def load_grid(path: Path) -> Grid:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such grid file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not a readable YAML grid ({str(exc).splitlines()[0]})") from None
+    data = load_config(path, "grid")
     if data is None:
         data = {}
     check_grid(data, str(path))

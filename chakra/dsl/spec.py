@@ -29,12 +29,10 @@ import sys
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
-
+from chakra.configfile import load_config
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
 from chakra.errors import ChakraError, InputError, excerpt
-from chakra.io import input_file_errors
 
 _UNITS = {
     "": 1,
@@ -102,16 +100,7 @@ def load_spec(path: Union[str, Path]) -> Workload:
     if path.suffix == ".py":
         return _load_python(path)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        try:
-            with input_file_errors(path, "spec file"):
-                text = path.read_text(encoding="utf-8")
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise DSLError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-        except UnicodeDecodeError:
-            raise DSLError(f"{path}: not a text file") from None
+        data = load_config(path, "spec", error=DSLError)
         return build_from_dict(data, str(path))
     raise InputError(f"{path}: a spec is a .yaml, .yml, .json or .py file")
 

@@ -1,7 +1,7 @@
 """The reference simulator: ASTRA-sim-compatible compute, analytical network and memory models.
 
 Public API (docs/simulator.md): `simulate(...) -> SimResult`, the config loaders `load_network`,
-`load_system`, `load_memory`, `load_comm_groups` and their dataclasses.
+`load_system`, `load_memory` and their dataclasses (comm groups: `chakra.commgroups`).
 """
 
 from chakra.sim.api import RankResult, SimResult, simulate
@@ -9,7 +9,6 @@ from chakra.sim.config import (
     MemoryConfig,
     NetworkConfig,
     SystemConfig,
-    load_comm_groups,
     load_memory,
     load_network,
     load_system,
@@ -23,7 +22,6 @@ __all__ = [
     "SimDeadlock",
     "SimResult",
     "SystemConfig",
-    "load_comm_groups",
     "load_memory",
     "load_network",
     "load_system",

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from chakra.commgroups import groups_beside
+from chakra.commgroups import groups_beside, read_comm_groups
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
@@ -26,7 +26,6 @@ from chakra.sim.config import (
     SystemConfig,
     default_network,
     default_system,
-    load_comm_groups,
     load_memory,
     load_network,
     load_system,
@@ -345,7 +344,7 @@ def simulate(
         # left out (a collective naming one still fails, as an unknown group)
         comm_groups = {k: v for k, v in found.items() if all(0 <= r < n for r in v)}
     if isinstance(comm_groups, (str, os.PathLike)):
-        comm_groups = load_comm_groups(comm_groups)
+        comm_groups = read_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)
     caps = {"cpu": 1, "gpu": 1, "comm": 1} if comm_mode == "model" else {"cpu": 0, "gpu": 0, "comm": 0}
     for key, value in (slots or {}).items():

@@ -14,17 +14,14 @@ Every problem is a `ConfigError` naming the file and the key, so the CLI prints 
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import yaml
-
+from chakra.configfile import load_config, load_mapping
 from chakra.errors import ConfigError, excerpt
-from chakra.io import input_file_errors
 
 PathLike = Union[str, os.PathLike]
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -140,15 +137,6 @@ MEMORY_TYPES = (
 )
 
 
-def _read_text(path: PathLike, what: str) -> str:
-    p = Path(path)
-    try:
-        with input_file_errors(p, f"{what} config file"):
-            return p.read_text()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: cannot read {what} config (not UTF-8 text)") from None
-
-
 def _as_list(where: str, key: str, value: Any) -> list:
     if isinstance(value, (list, tuple)):
         return list(value)
@@ -179,11 +167,6 @@ def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
     return out
 
 
-def _value_error(exc: ValueError) -> str:
-    text = str(exc)
-    return "an integer with thousands of digits" if "digits" in text else text[:80]
-
-
 def _short(value: Any) -> str:
     if isinstance(value, int) and value.bit_length() > 100:  # str() of a huge int may itself fail
         return f"an integer of {value.bit_length()} bits"
@@ -195,14 +178,7 @@ def load_network(path: PathLike) -> NetworkConfig:
     if isinstance(path, NetworkConfig):
         return path
     where = str(path)
-    try:
-        data = yaml.safe_load(_read_text(path, "network"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    except RecursionError:
-        raise ConfigError(f"{where}: not a network config (nested too deeply)") from None
-    except ValueError as exc:  # e.g. an integer with thousands of digits
-        raise ConfigError(f"{where}: unreadable value ({_value_error(exc)})") from None
+    data = load_config(path, "network config")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a YAML mapping with topology, npus_count, bandwidth, latency")
     missing = [k for k in ("topology", "npus_count", "bandwidth", "latency") if k not in data]
@@ -220,21 +196,6 @@ def load_network(path: PathLike) -> NetworkConfig:
     )
     net.validate()
     return net
-
-
-def _load_json(path: PathLike, what: str) -> dict[str, Any]:
-    where = str(path)
-    try:
-        data = json.loads(_read_text(path, what))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise ConfigError(f"{where}: not a {what} config (nested too deeply)") from None
-    except ValueError as exc:  # e.g. an integer with thousands of digits
-        raise ConfigError(f"{where}: unreadable value ({_value_error(exc)})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object")
-    return data
 
 
 _SYSTEM_REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-splits")
@@ -304,7 +265,7 @@ def load_system(path: PathLike) -> SystemConfig:
     """Read an ASTRA-sim system JSON (e.g. the regression test's `system_cfg.json`)."""
     if isinstance(path, SystemConfig):
         return path
-    return system_from_dict(_load_json(path, "system"), path)
+    return system_from_dict(load_mapping(path, "system config", json_only=True), path)
 
 
 _MEMORY_KEYS = {
@@ -363,27 +324,7 @@ def load_memory(path: Optional[PathLike]) -> MemoryConfig:
         return MemoryConfig()
     if isinstance(path, MemoryConfig):
         return path
-    return memory_from_dict(_load_json(path, "memory"), path)
-
-
-def load_comm_groups(path: PathLike) -> dict[str, list[int]]:
-    """ASTRA-sim's comm-group JSON `{"1": [0, 1, 2, 3], ...}` (ids > 0; 0 means all ranks)."""
-    where = str(path)
-    data = _load_json(path, "comm-group")
-    groups: dict[str, list[int]] = {}
-    for key, ranks in data.items():
-        try:
-            gid = int(key)
-        except ValueError:
-            raise ConfigError(f"{where}: group id {excerpt(key)} is not an integer") from None
-        if gid <= 0:
-            raise ConfigError(f"{where}: group id {key} must be > 0 (0 is reserved for all ranks)")
-        if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
-            raise ConfigError(f"{where}: group {key}: expected a list of rank numbers")
-        if len(set(ranks)) != len(ranks):
-            raise ConfigError(f"{where}: group {key}: repeated rank")
-        groups[str(gid)] = list(ranks)
-    return groups
+    return memory_from_dict(load_mapping(path, "memory config", json_only=True), path)
 
 
 def bundled_config_dir() -> Path:
