@@ -44,14 +44,16 @@ def topo_order(nodes: Sequence[pb.Node]) -> list[int]:
     Raises ValueError listing some node ids on a cycle when the graph is not a DAG.
     """
     _, parents = dependency_lists(nodes)
-    order, cyclic = _kahn(parents)
+    order, cyclic = kahn(parents)
     if cyclic:
         ids = [nodes[i].id for i in cyclic[:10]]
         raise ValueError(f"dependency cycle among nodes {ids}{' ...' if len(cyclic) > 10 else ''}")
     return order
 
 
-def _kahn(parents: list[list[int]]) -> tuple[list[int], list[int]]:
+def kahn(parents: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """Kahn's sort over index lists (`parents[i]`: the items i waits for): (order, stuck), where
+    `stuck` lists, by index, the items that can never become ready (they sit on or behind a cycle)."""
     n = len(parents)
     indeg = [len(ps) for ps in parents]
     children: list[list[int]] = [[] for _ in range(n)]
@@ -118,21 +120,28 @@ def priority_topo_order(parents: Sequence[Sequence[int]], keys: Sequence) -> tup
 def find_cycle(nodes: Sequence[pb.Node]) -> Optional[list[int]]:
     """Ids forming one dependency cycle (first node repeated at the end), or None for a DAG."""
     _, parents = dependency_lists(nodes)
-    _, stuck = _kahn(parents)
+    _, stuck = kahn(parents)
     if not stuck:
         return None
+    cycle = stuck_cycle(parents, stuck, stuck[0])
+    cycle = [*cycle, cycle[0]]
+    cycle.reverse()
+    return [nodes[k].id for k in cycle]
+
+
+def stuck_cycle(parents: Sequence[Sequence[int]], stuck: Iterable[int], start: int) -> list[int]:
+    """One cycle among the `stuck` items of `kahn`, found from `start`: indices in walk order,
+    each waiting for the next (and the last for the first)."""
     stuck_set = set(stuck)
-    # Walk parent links inside the stuck set until a node repeats: that walk closes a cycle.
+    # Walk parent links inside the stuck set until an item repeats: that walk closes a cycle.
     seen: dict[int, int] = {}
     path: list[int] = []
-    i = stuck[0]
+    i = start
     while i not in seen:
         seen[i] = len(path)
         path.append(i)
         i = next(p for p in parents[i] if p in stuck_set)
-    cycle = path[seen[i] :] + [i]
-    cycle.reverse()
-    return [nodes[k].id for k in cycle]
+    return path[seen[i] :]
 
 
 def cycle_breaking_edges(nodes: Sequence[pb.Node]) -> list[tuple[int, int]]:
@@ -144,7 +153,7 @@ def cycle_breaking_edges(nodes: Sequence[pb.Node]) -> list[tuple[int, int]]:
     from lower to higher ids, which cannot close a cycle. Linear time (Kahn, then Tarjan on the
     nodes Kahn could not order)."""
     _, parents = dependency_lists(nodes)
-    _, stuck = _kahn(parents)
+    _, stuck = kahn(parents)
     if not stuck:
         return []
     inside = set(stuck)
@@ -214,7 +223,7 @@ def critical_path(
     if not nodes:
         return 0.0, []
     _, parents = dependency_lists(nodes)
-    order, cyclic = _kahn(parents)
+    order, cyclic = kahn(parents)
     if cyclic:
         raise ValueError(f"dependency cycle among nodes {[nodes[i].id for i in cyclic[:10]]}")
     dur = [float(duration_us(n)) for n in nodes] if duration_us else [float(n.duration_micros) for n in nodes]

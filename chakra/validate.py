@@ -17,9 +17,10 @@ from typing import Any, Optional
 
 from chakra.commgroups import metadata_groups, parse_pg_list
 from chakra.errors import excerpt
-from chakra.graph import find_cycle
+from chakra.graph import find_cycle, kahn, stuck_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
+from chakra.schema.kinds import MODELLED_COLLECTIVES
 from chakra.trace import Trace
 
 ERROR = "error"
@@ -369,15 +370,22 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
     (src, dst, tag), sends being eager); the k-th modelled collective of a process group
     completes only when every member has issued its k-th one (a barrier node waiting for all
     their parents). This is the default (non-replay) communication mode.
-    Kahn's algorithm then finds the nodes that can never run; walking back from one of them
-    along never-ready predecessors yields a cycle, reported when it crosses ranks (a cycle
-    inside one rank is already reported by the per-rank check). Unmatched sends/receives and
-    collective-count mismatches are reported elsewhere and do not block here.
+    Kahn's algorithm (`chakra.graph.kahn`) then finds the nodes that can never run; walking back
+    from one of them along never-ready predecessors yields a cycle, reported when it crosses ranks
+    (a cycle inside one rank is already reported by the per-rank check). Unmatched
+    sends/receives and collective-count mismatches are reported elsewhere and do not block here.
     """
-    from chakra.sim.collective_run import MODELLED
+    where, preds = _wait_for_graph(traces)
+    _, stuck = kahn(preds)
+    if stuck:
+        _report_deadlock(report, where, preds, stuck)
 
+
+def _wait_for_graph(traces: Sequence[Trace]) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
+    """(position -> (rank, node id, type), position -> the positions it waits for) over all ranks;
+    collective barriers are extra positions (-1, pg seq, -1)."""
     index: dict[tuple[int, int], int] = {}
-    where: list[tuple[int, int, int]] = []  # position -> (rank, node id, type); barriers: (-1, pg seq, -1)
+    where: list[tuple[int, int, int]] = []
     for t in traces:
         for n in t.nodes:
             key = (t.rank, n.id)
@@ -396,21 +404,7 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
             if len(preds[me]) == 0:
                 preds[me] = [p for d in chain(n.data_deps, n.ctrl_deps) if (p := index.get((r, d))) is not None]
             if n.type in COMM_NODE_TYPES:
-                amap = _attr_map(n)
-                if n.type == NodeType.COMM_COLL_NODE:
-                    # only the types the simulator models, with a size, rendezvous; it replays
-                    # the others from their recorded duration without waiting for anyone
-                    if _num(amap.get("comm_type")) not in MODELLED or "comm_size" not in amap:
-                        continue
-                    pg = amap.get("pg_name")
-                    name = str(attr_value(pg) or "") if pg is not None else ""
-                    k = seq[(r, name)]
-                    seq[(r, name)] = k + 1
-                    colls[(name, k)].append(me)
-                elif n.type == NodeType.COMM_SEND_NODE:
-                    sends[(r, _num(amap.get("comm_dst")), _num(amap.get("comm_tag")) or 0)].append(me)
-                else:
-                    recvs[(_num(amap.get("comm_src")), r, _num(amap.get("comm_tag")) or 0)].append(me)
+                _file_comm(n, r, me, sends, recvs, colls, seq)
     for key, rlist in recvs.items():
         for s_pos, r_pos in zip(sends.get(key, ()), rlist):
             preds[r_pos].append(s_pos)
@@ -422,33 +416,42 @@ def check_deadlock(traces: Sequence[Trace], report: Report) -> None:
         preds.append(sorted({p for m in members for p in preds[m]}))
         for m in members:
             preds[m] = [barrier]
-    succ: list[list[int]] = [[] for _ in where]
-    left = [len(p) for p in preds]
-    for c, plist in enumerate(preds):
-        for p in plist:
-            succ[p].append(c)
-    ready = [i for i, k in enumerate(left) if k == 0]
-    done = 0
-    while ready:
-        i = ready.pop()
-        done += 1
-        for c in succ[i]:
-            left[c] -= 1
-            if left[c] == 0:
-                ready.append(c)
-    if done == len(where):
-        return
+    return where, preds
+
+
+def _file_comm(
+    n: pb.Node,
+    r: int,
+    me: int,
+    sends: dict[tuple, list[int]],
+    recvs: dict[tuple, list[int]],
+    colls: dict[tuple[str, int], list[int]],
+    seq: dict[tuple[int, str], int],
+) -> None:
+    """File communication node `n` (position `me` on rank `r`) under what it pairs with."""
+    amap = _attr_map(n)
+    if n.type == NodeType.COMM_COLL_NODE:
+        # only the types the simulator models, with a size, rendezvous; it replays
+        # the others from their recorded duration without waiting for anyone
+        if _num(amap.get("comm_type")) not in MODELLED_COLLECTIVES or "comm_size" not in amap:
+            return
+        pg = amap.get("pg_name")
+        name = str(attr_value(pg) or "") if pg is not None else ""
+        k = seq[(r, name)]
+        seq[(r, name)] = k + 1
+        colls[(name, k)].append(me)
+    elif n.type == NodeType.COMM_SEND_NODE:
+        sends[(r, _num(amap.get("comm_dst")), _num(amap.get("comm_tag")) or 0)].append(me)
+    else:
+        recvs[(_num(amap.get("comm_src")), r, _num(amap.get("comm_tag")) or 0)].append(me)
+
+
+def _report_deadlock(
+    report: Report, where: list[tuple[int, int, int]], preds: list[list[int]], stuck: list[int]
+) -> None:
     # Walk back from a stuck communication node along stuck predecessors until a node repeats.
-    stuck = [i for i, k in enumerate(left) if k > 0]
     start = next((i for i in stuck if where[i][2] in COMM_NODE_TYPES), stuck[0])
-    path: list[int] = []
-    seen: dict[int, int] = {}
-    i = start
-    while i not in seen:
-        seen[i] = len(path)
-        path.append(i)
-        i = next(p for p in preds[i] if left[p] > 0)
-    cycle = [where[j] for j in path[seen[i] :] if where[j][0] >= 0]
+    cycle = [where[j] for j in stuck_cycle(preds, stuck, start) if where[j][0] >= 0]
     ranks = sorted({r for r, _, _ in cycle})
     if len(ranks) < 2:
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from chakra.schema import NodeType, pb
+from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import attr_value
 
 if TYPE_CHECKING:  # numpy is imported where the vectorised helper runs
@@ -29,6 +29,18 @@ _TYPE_KIND = {
     NodeType.COMM_RECV_NODE: RECV,
     NodeType.COMM_COLL_NODE: COLL,
 }
+
+#: Collective types the simulator models (ASTRA-sim's four); the rest (BROADCAST, ...) are
+#: replayed from their recorded durations. validate's deadlock check follows the same split.
+MODELLED_COLLECTIVES = frozenset(
+    int(c)
+    for c in (
+        CollectiveType.ALL_REDUCE,
+        CollectiveType.ALL_GATHER,
+        CollectiveType.REDUCE_SCATTER,
+        CollectiveType.ALL_TO_ALL,
+    )
+)
 
 #: The execution resource of each kind (what one rank can run at a time per resource):
 #: cpu, gpu, comm, mem; metadata and invalid nodes take no resource ("meta").

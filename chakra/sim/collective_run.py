@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType
+from chakra.schema.kinds import MODELLED_COLLECTIVES
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.core import Clock
 from chakra.sim.membus import SharedBus, shared_bus
@@ -43,7 +44,7 @@ AR, AG, RS, A2A = (
     int(CollectiveType.REDUCE_SCATTER),
     int(CollectiveType.ALL_TO_ALL),
 )
-MODELLED = frozenset({AR, AG, RS, A2A})  # simulated; BROADCAST and the rest are replayed
+MODELLED = MODELLED_COLLECTIVES  # simulated; BROADCAST and the rest are replayed
 IMPL_KEY = {AR: "all_reduce", AG: "all_gather", RS: "reduce_scatter", A2A: "all_to_all"}
 FAST_BUS_NS = 10  # a subgroup's "local" ring crosses the memory bus in a fixed 10 ns
 CW, ACW = 1, -1
