@@ -40,9 +40,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "One self-contained interactive HTML report of sweep results"),
 }  # fmt: skip
 
-#: One line per subcommand (kept for callers of the old name).
-SHORT_HELP = {name: line for name, (_, line) in COMMANDS.items()}
-
 
 class ChakraGroup(LazyGroup):
     def lazy_names(self) -> list[str]:

@@ -193,18 +193,6 @@ def attrs_dict(msg: Message) -> dict[str, Any]:
     return {attr.name: attr_value(attr) for attr in msg.attr}
 
 
-def has_attr(msg: Message, name: str) -> bool:
-    return any(attr.name == name for attr in msg.attr)
-
-
-def remove_attr(msg: Message, name: str) -> bool:
-    for i, attr in enumerate(msg.attr):
-        if attr.name == name:
-            del msg.attr[i]
-            return True
-    return False
-
-
 def misplaced_attrs(msg: Message) -> Iterable[tuple[str, str, str]]:
     """(name, arm found, arm expected) for conventional attributes written in another arm."""
     for attr in msg.attr:

@@ -238,13 +238,6 @@ def _load_table_checked(source: Any, names: bool, missing_deps: str, warnings: l
     return table
 
 
-def load_tables(
-    traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]], names: bool, missing_deps: str = "error"
-) -> list[tuple[int, Any]]:
-    """(rank, NodeTable) per rank, from Trace objects, a PREFIX or trace paths."""
-    return [(rank, load_table(src, names, missing_deps)) for rank, src in rank_sources(traces)]
-
-
 def _without_gc(fn: Callable) -> Callable:
     """Run with the cyclic garbage collector paused: the simulator allocates millions of small
     acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""

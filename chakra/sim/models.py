@@ -9,7 +9,7 @@ needs only the methods below; all times are integer ns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import Optional, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -46,27 +46,6 @@ class CollectiveModel(Protocol):
         starts: Sequence[int],
     ) -> list[int]:
         """Finish time per member (in `members` order) given each member's issue time."""
-        ...
-
-
-@runtime_checkable
-class LiveCollectiveModel(CollectiveModel, Protocol):
-    """Optional: a collective run on the shared clock (needed for link sharing on aware networks)."""
-
-    rendezvous: bool
-
-    def live(
-        self,
-        ctype: int,
-        size: int,
-        members: tuple[int, ...],
-        involved: Any,
-        clock: Any,
-        messenger: Any,
-        tag: Any,
-        on_finish: Callable[[int], None],
-    ) -> Any:
-        """An object with `issue(rank)`; `on_finish(rank)` when that member is done."""
         ...
 
 

@@ -13,9 +13,7 @@ message on the lowest dimension whose coordinate differs, with that dimension's 
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Sequence
 
 from chakra.sim.config import NetworkConfig
 
@@ -67,14 +65,6 @@ class Network:
             self._p2p[key] = t
         return t
 
-    def step_time(self, msgs: Sequence[tuple[int, int, int]]) -> int:
-        """Time until the last of `msgs` (src, dst, bytes), all injected at once, is delivered."""
-        if not msgs:
-            return 0
-        if not self.aware:
-            return max(self.p2p_time(s, d, m) for s, d, m in msgs)
-        return self._aware_step(msgs)
-
     # -- congestion-aware: per-link FIFO, store-and-forward ------------------------------------
 
     def link_times(self, dim: int, size: int) -> tuple[int, int]:
@@ -115,40 +105,3 @@ class Network:
             links.append((d, line, x, y))
             x = y
         return links
-
-    def reserve(self, msgs: Sequence[tuple[int, int, int]], now: int, free: dict[tuple, int]) -> int:
-        """Aware model with shared link state: inject `msgs` at `now`, reserving each hop of each
-        route in turn (later hops are booked at their arrival time); returns the last arrival.
-
-        Callers inject in time order, so earlier traffic holds a link first (FIFO).
-        """
-        last = now
-        for s, d, size in msgs:
-            t = now
-            for link in self._route(s, d):
-                dim = link[0]
-                start = max(t, free.get(link, 0))
-                free[link] = start + int(size / self.bpn[dim])
-                t = start + int(self.lat[dim] + size / self.bpn[dim])
-            last = max(last, t)
-        return last
-
-    def _aware_step(self, msgs: Sequence[tuple[int, int, int]]) -> int:
-        routes = [self._route(s, d) for s, d, _ in msgs]
-        free: dict[tuple, int] = {}
-        heap = [(0, i, 0) for i in range(len(msgs))]
-        heapq.heapify(heap)
-        last = 0
-        while heap:
-            t, i, hop = heapq.heappop(heap)
-            route = routes[i]
-            if hop >= len(route):
-                last = max(last, t)
-                continue
-            link = route[hop]
-            d = link[0]
-            size = msgs[i][2]
-            start = max(t, free.get(link, 0))
-            free[link] = start + int(size / self.bpn[d])
-            heapq.heappush(heap, (start + int(self.lat[d] + size / self.bpn[d]), i, hop + 1))
-        return last

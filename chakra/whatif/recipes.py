@@ -327,12 +327,6 @@ def grad_bytes(node: pb.Node) -> int:
     return int(get_attr(node, "tensor_size", 0) or 0)
 
 
-@dataclass
-class Bucket:
-    grads: list[int] = field(default_factory=list)
-    nbytes: int = 0
-
-
 def ddp_buckets(sizes: Sequence[int], cap_bytes: int, first_cap_bytes: int) -> list[list[int]]:
     """Indices of `sizes` (in ready order) per bucket, as DDP's size-based assignment: a bucket
     closes as soon as it reaches its cap; the first bucket's cap is the smaller one."""
