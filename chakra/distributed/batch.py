@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from chakra import converters
 from chakra.commgroups import write_comm_groups
-from chakra.errors import ChakraError, InputError
-from chakra.io import TraceReader, rank_path
-from chakra.validate import CommSummary, Report, check_cross_rank_summaries, comm_summary
+from chakra.converters.batch import BatchTask
+from chakra.errors import InputError
+from chakra.validate import Report, check_cross_rank_summaries
 
-from .inputs import by_rank, expand, rank_word
+from .inputs import expand
 
-FORMATS = ("pytorch", "kineto", "nsys")
 Progress = Callable[[int, int], None]
 
 
@@ -61,58 +61,6 @@ class BatchResult:
 
 
 # ---------------------------------------------------------------------------------------------
-# Worker side: these run in the Dask workers and read/write files there.
-
-
-def summarise_output(path: str, rank: int) -> CommSummary:
-    """The communication records of a written rank file, streamed (never held whole)."""
-    with TraceReader(path) as reader:
-        return comm_summary(reader, rank)
-
-
-def pytorch_rank_task(rank: int, files: list[str], kineto: list[str], out: str, options: dict) -> dict[str, Any]:
-    from chakra.converters.pytorch.driver import Options, convert_rank_files
-
-    t0 = time.perf_counter()
-    try:
-        paths, kineto_paths = [Path(p) for p in files], [Path(p) for p in kineto]
-        stats = convert_rank_files(rank, paths, kineto_paths, Path(out), Options(**options))
-        if "error" in stats:
-            return {"error": stats["error"], "seconds": time.perf_counter() - t0}
-        comm = summarise_output(out, rank)
-    except ChakraError as exc:
-        return {"error": str(exc), "seconds": time.perf_counter() - t0}
-    return {"stats": stats, "comm": comm, "output": out, "seconds": time.perf_counter() - t0}
-
-
-def nsys_count_task(path: str, per: str) -> int:
-    """How many ranks a report holds (a GROUP BY pass; numbering needs it before converting)."""
-    from chakra.converters.nsys.ranks import plan_ranks
-    from chakra.converters.nsys.schema import open_report
-
-    report = open_report(Path(path))
-    try:
-        return len(plan_ranks(report, per).keys)
-    finally:
-        report.close()
-
-
-def nsys_report_task(path: str, prefix: str, offset: int, options: dict) -> dict[str, Any]:
-    from chakra.converters.nsys.driver import convert_reports
-
-    t0 = time.perf_counter()
-    try:
-        result = convert_reports([Path(path)], Path(prefix), rank_offset=offset, **options)
-        ranks = []
-        for r in result.ranks:
-            ranks.append({"rank": r.rank, "output": str(r.path), "stats": r.as_dict(),
-                          "comm": summarise_output(str(r.path), r.rank)})  # fmt: skip
-    except ChakraError as exc:
-        return {"error": str(exc), "seconds": time.perf_counter() - t0}
-    return {"ranks": ranks, "warnings": result.warnings, "seconds": time.perf_counter() - t0}
-
-
-# ---------------------------------------------------------------------------------------------
 # Client side
 
 
@@ -143,6 +91,26 @@ def _workers(client: Any) -> int:
     return len(client.scheduler_info().get("workers", {}))
 
 
+def _run_on_workers(client: Any) -> Callable[[Callable[..., Any], list[tuple]], list[Any]]:
+    """`run(fn, args_list)` for the plugins' planning passes: results (or exceptions) in order."""
+
+    def run(fn: Callable[..., Any], calls: list[tuple]) -> list[Any]:
+        out: list[Any] = []
+        for fut in [client.submit(fn, *args, pure=False) for args in calls]:
+            try:
+                out.append(fut.result())
+            except Exception as exc:  # reported by the plugin as that input's failure
+                out.append(exc)
+        return out
+
+    return run
+
+
+def batch_formats() -> list[str]:
+    """The formats whose plugins declare `batch_tasks`."""
+    return [name for name, mod in converters.plugins().items() if hasattr(mod, "batch_tasks")]
+
+
 def convert_batch(
     fmt: str,
     files: Sequence[Path],
@@ -153,25 +121,24 @@ def convert_batch(
     options: Optional[dict[str, Any]] = None,
     progress: Optional[Progress] = None,
 ) -> BatchResult:
-    """Convert every rank of `files` (+ `kineto`) to PREFIX.<rank>.et on the client's workers.
+    """Convert every rank of `files` (+ `kineto`, the companions) to PREFIX.<rank>.et on the
+    client's workers, as the format plugin's `batch_tasks` plans it.
 
     `files` may name files, folders (searched for the format's files) or glob patterns.
     """
-    if fmt not in FORMATS:
-        raise InputError(f"batch conversion supports {', '.join(FORMATS)}, not {fmt}")
+    plugin = converters.load(fmt) if fmt in converters.PLUGINS else None
+    if plugin is None or not hasattr(plugin, "batch_tasks"):
+        raise InputError(f"batch conversion supports {', '.join(batch_formats())}, not {fmt}")
     files, _ = expand(files, fmt)
-    kineto, _ = expand(kineto, "kineto")
+    companions = [p for c in getattr(plugin, "COMPANIONS", ()) for p in expand(kineto, c)[0]]
     t0 = time.perf_counter()
     prefix = Path(prefix).absolute()
     try:
         prefix.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
-    options = dict(options or {})
-    if fmt == "nsys":
-        outcomes = _nsys(client, [Path(f).absolute() for f in files], prefix, options, progress)
-    else:
-        outcomes = _per_rank(client, fmt, files, kineto, prefix, options, progress)
+    tasks = plugin.batch_tasks(files, companions, prefix, dict(options or {}), _run_on_workers(client))
+    outcomes = _run_tasks(client, fmt, tasks, progress)
     report = Report(ranks=[o.rank for o in outcomes if o.error is None])
     summaries = [o.stats.pop("_comm") for o in outcomes if o.error is None]
     report.nodes = sum(int(o.stats.get("nodes", 0)) for o in outcomes if o.error is None)
@@ -185,71 +152,27 @@ def convert_batch(
     return BatchResult(outcomes, report, time.perf_counter() - t0, _workers(client))
 
 
-def _per_rank(client: Any, fmt: str, files: Sequence[Path], kineto: Sequence[Path], prefix: Path,
-              options: dict[str, Any], progress: Optional[Progress]) -> list[RankOutcome]:  # fmt: skip
-    groups = by_rank(files, kineto) if fmt == "pytorch" else by_rank((), files)
+def _run_tasks(client: Any, fmt: str, tasks: list[BatchTask], progress: Optional[Progress]) -> list[RankOutcome]:
+    """Submit every planned task, then one outcome per rank written (or per failed task), in plan order."""
     futures = {}
-    outcomes: dict[int, RankOutcome] = {}
-    for rank, (plain, kin) in groups.items():
-        out = rank_path(prefix, rank)
-        outcomes[rank] = RankOutcome(rank, [str(p) for p in (*plain, *kin)], str(out))
-        fut = client.submit(
-            pytorch_rank_task,
-            rank,
-            [str(Path(p).absolute()) for p in plain],
-            [str(Path(p).absolute()) for p in kin],
-            str(out),
-            options,
-            key=f"chakra-convert-{fmt}-{rank}-{time.time_ns()}",
-            pure=False,
-        )
-        futures[fut] = rank
-    for rank, res in _gather(client, futures, progress).items():
-        o = outcomes[rank]
-        o.seconds = round(float(res.get("seconds", 0.0)), 3)
-        if "error" in res:
-            o.error, o.output = res["error"], None
-            _remove_leftovers(rank_path(prefix, rank))
-        else:
-            o.stats = dict(res["stats"], _comm=res["comm"])
-    return list(outcomes.values())
-
-
-def _nsys(client: Any, files: list[Path], prefix: Path, options: dict[str, Any],
-          progress: Optional[Progress]) -> list[RankOutcome]:  # fmt: skip
-    # Ranks are numbered across reports in order (as `convert_reports` does): by the `rank<N>` in
-    # their names when every report has one, else as given. A first pass counts each report's ranks.
-    named = [rank_word(p) for p in files]
-    if all(r is not None for r in named) and len(set(named)) == len(named):
-        files = [p for _, p in sorted(zip(named, files))]
-    per = options.get("per", "device")
-    counts: list[Any] = []
-    for fut in [client.submit(nsys_count_task, str(p), per, pure=False) for p in files]:
-        try:
-            counts.append(fut.result())
-        except Exception as exc:  # a report that cannot be opened: the others still convert
-            counts.append(exc)
-    futures = {}
-    offset = 0
-    outcomes: list[RankOutcome] = []
-    failed: dict[int, RankOutcome] = {}
-    for i, (p, n) in enumerate(zip(files, counts)):
-        if isinstance(n, Exception):
-            failed[i] = RankOutcome(offset, [str(p)], error=str(n) if isinstance(n, ChakraError) else repr(n))
-            continue
-        futures[client.submit(nsys_report_task, str(p), str(prefix), offset, options, pure=False)] = i
-        offset += n
+    for i, task in enumerate(tasks):
+        if task.error is None:
+            key = f"chakra-convert-{fmt}-{i}-{time.time_ns()}"
+            futures[client.submit(task.fn, *task.args, key=key, pure=False)] = i
     results = _gather(client, futures, progress)
-    for i, p in enumerate(files):
-        if i in failed:
-            outcomes.append(failed[i])
+    outcomes: list[RankOutcome] = []
+    for i, task in enumerate(tasks):
+        if task.error is not None:
+            outcomes.append(RankOutcome(task.rank, task.inputs, error=task.error))
             continue
         res = results[i]
+        seconds = round(float(res.get("seconds", 0.0)), 3)
         if "error" in res:
-            outcomes.append(RankOutcome(-1, [str(p)], error=res["error"], seconds=round(res.get("seconds", 0.0), 3)))
+            outcomes.append(RankOutcome(task.rank, task.inputs, error=res["error"], seconds=seconds))
+            if task.output is not None:
+                _remove_leftovers(Path(task.output))
             continue
         for r in res["ranks"]:
             stats = dict(r["stats"], _comm=r["comm"])
-            seconds = round(res["seconds"], 3)
-            outcomes.append(RankOutcome(r["rank"], [str(p)], r["output"], stats=stats, seconds=seconds))
+            outcomes.append(RankOutcome(r["rank"], task.inputs, r["output"], stats=stats, seconds=seconds))
     return outcomes

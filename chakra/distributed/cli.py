@@ -30,7 +30,7 @@ def run_batch(
     """Expand the inputs, convert every rank on Dask, print a table, exit 1 on any failure."""
     from chakra.distributed.batch import convert_batch
     from chakra.distributed.cluster import check_workers, dask_client
-    from chakra.distributed.inputs import by_rank, expand
+    from chakra.distributed.inputs import expand
 
     with handle_errors():
         check_workers(workers)
@@ -38,9 +38,10 @@ def run_batch(
         kin, _ = expand(kineto or [], "kineto")
         for p in skipped:
             info(f"skipped {p}: no rank number in its name", quiet or json_out)
-        tasks = len(files) if fmt == "nsys" else len(by_rank(files, kin) if fmt == "pytorch" else by_rank((), files))
+        # The plugin plans the tasks (one per rank, or per report); the bar's total follows it.
+        tasks = len(files)
         with dask_client(workers, scheduler, tasks) as client, make_progress(quiet or json_out, transient=True) as bar:
-            task = bar.add_task(f"converting {tasks} {'report' if fmt == 'nsys' else 'rank'}(s)", total=tasks)
+            task = bar.add_task(f"converting {tasks} input(s)", total=tasks)
             result = convert_batch(
                 fmt,
                 files,

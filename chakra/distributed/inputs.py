@@ -1,68 +1,25 @@
-"""Input files of a batch from explicit names, folders or globs, with rank numbers from the names.
+"""Input files of a batch from explicit names, folders (searched for the format plugin's
+`EXTENSIONS`) or globs; the ranks come from the names (`chakra.ranks`).
 
-The client side only lists names (never opens the files): the workers read them. A rank comes
-from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`), else the last
-number in the file name without its extensions (`et.12.json`, `kineto_12.json.gz`).
+The client side only lists names (never opens the files): the workers read them.
 """
 
 from __future__ import annotations
 
 import glob
-import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
+from chakra import converters
 from chakra.errors import InputError
-
-_RANK_WORD = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+")
-_EXTENSIONS = (".gz", ".tgz", ".tar", ".json", ".trace", ".pt", ".sqlite", ".et")
-
-#: File name endings a folder is searched for, per converter.
-SUFFIXES: dict[str, tuple[str, ...]] = {
-    "pytorch": (".json", ".json.gz", ".tar.gz", ".tgz"),
-    "kineto": (".json", ".json.gz"),
-    "nsys": (".sqlite",),
-}
-
-
-def rank_word(path: Path) -> Optional[int]:
-    """The rank a path spells as `rank<N>` (file name first, then its folders), or None."""
-    for part in (path, *path.parents):
-        m = _RANK_WORD.search(part.name)
-        if m:
-            return int(m.group(1))
-    return None
-
-
-def rank_of(path: Path) -> Optional[int]:
-    """The rank a path names, or None."""
-    m = _RANK_WORD.search(path.name)
-    if m:
-        return int(m.group(1))
-    base = path.name
-    stripped = True
-    while stripped:
-        stripped = False
-        for ext in _EXTENSIONS:
-            if base.lower().endswith(ext):
-                base, stripped = base[: -len(ext)], True
-    nums = _NUMBER.findall(base)
-    if nums:
-        return int(nums[-1])
-    for parent in path.parents:
-        m = _RANK_WORD.search(parent.name)
-        if m:
-            return int(m.group(1))
-    return None
+from chakra.ranks import rank_of
 
 
 def expand(args: Sequence[Path], fmt: str) -> tuple[list[Path], list[Path]]:
     """(files, skipped): explicit files as given, folders searched recursively for the format's
     files, glob patterns expanded. `skipped` lists folder entries and glob matches whose names
     carry no rank (a manifest.json beside the traces); an explicit file without one is an error later."""
-    suffixes = SUFFIXES.get(fmt, ())
+    suffixes = tuple(getattr(converters.load(fmt), "EXTENSIONS", ()))
     files: list[Path] = []
     skipped: list[Path] = []
     for arg in args:
@@ -86,17 +43,3 @@ def expand(args: Sequence[Path], fmt: str) -> tuple[list[Path], list[Path]]:
     seen: set[Path] = set()
     unique = [p for p in files if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
     return unique, skipped
-
-
-def by_rank(files: Sequence[Path], kineto: Sequence[Path] = ()) -> dict[int, tuple[list[Path], list[Path]]]:
-    """rank -> (files, kineto files); every file must name its rank."""
-    out: dict[int, tuple[list[Path], list[Path]]] = {}
-    for group, paths in ((0, files), (1, kineto)):
-        for p in paths:
-            rank = rank_of(p)
-            if rank is None:
-                raise InputError(
-                    f"{p}: no rank number in the name (name files like et.<rank>.json, kineto_<rank>.json, rank<N>/)"
-                )
-            out.setdefault(rank, ([], []))[group].append(p)
-    return dict(sorted(out.items()))

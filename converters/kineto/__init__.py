@@ -35,6 +35,13 @@ def convert(
     return convert_pytorch([], prefix, kineto=inputs, gap_min_us=gap_min_us, io=True, jobs=jobs, quiet=quiet)
 
 
+def batch_tasks(*args, **kwargs):
+    """Batch conversion on Dask (chakra.converters.batch): one task per rank."""
+    from chakra.converters.pytorch.batch import kineto_batch_tasks
+
+    return kineto_batch_tasks(*args, **kwargs)
+
+
 def add_cli(app) -> None:
     from chakra.converters.pytorch.cli import add_kineto_cli
 

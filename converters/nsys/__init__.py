@@ -57,6 +57,13 @@ def convert(
     return result_of(result)
 
 
+def batch_tasks(*args, **kwargs):
+    """Batch conversion on Dask (chakra.converters.batch): one task per report."""
+    from chakra.converters.nsys.batch import batch_tasks as plan
+
+    return plan(*args, **kwargs)
+
+
 def add_cli(app) -> None:
     from chakra.converters.nsys.cli import add_cli as register
 

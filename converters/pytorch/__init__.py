@@ -70,6 +70,13 @@ def convert(
     return result_of(convert_files([Path(p) for p in inputs], [Path(p) for p in kineto], Path(prefix), options))
 
 
+def batch_tasks(*args, **kwargs):
+    """Batch conversion on Dask (chakra.converters.batch): one task per rank."""
+    from chakra.converters.pytorch.batch import batch_tasks as plan
+
+    return plan(*args, **kwargs)
+
+
 def add_cli(app) -> None:
     from chakra.converters.pytorch.cli import add_cli as register
 

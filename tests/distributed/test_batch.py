@@ -9,9 +9,10 @@ import pytest
 
 from chakra.converters.pytorch.driver import convert_files
 from chakra.distributed.batch import convert_batch
-from chakra.distributed.inputs import by_rank, expand, rank_of
+from chakra.distributed.inputs import expand
 from chakra.distributed.replicate import replicate_pair
 from chakra.io import read_traces
+from chakra.ranks import by_rank, rank_of
 from chakra.schema.attrs import get_attr
 from chakra.validate import validate_traces
 

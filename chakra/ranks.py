@@ -1,0 +1,64 @@
+"""Rank numbers from input file names: the one parser every multi-rank input uses.
+
+A rank comes from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`),
+else the last number in the file name without its extensions (`et.12.json`, `kineto_12.json.gz`).
+Our own outputs are named `PREFIX.<rank>.et` (`chakra.io.rank_path` / `rank_from_path`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+from chakra.errors import InputError
+
+_RANK_WORD = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+")
+_EXTENSIONS = (".gz", ".tgz", ".tar", ".json", ".trace", ".pt", ".sqlite", ".et")
+
+
+def rank_word(path: Path) -> Optional[int]:
+    """The rank a path spells as `rank<N>` (file name first, then its folders), or None."""
+    for part in (path, *path.parents):
+        m = _RANK_WORD.search(part.name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def rank_of(path: Path) -> Optional[int]:
+    """The rank a path names, or None."""
+    m = _RANK_WORD.search(path.name)
+    if m:
+        return int(m.group(1))
+    base = path.name
+    stripped = True
+    while stripped:
+        stripped = False
+        for ext in _EXTENSIONS:
+            if base.lower().endswith(ext):
+                base, stripped = base[: -len(ext)], True
+    nums = _NUMBER.findall(base)
+    if nums:
+        return int(nums[-1])
+    for parent in path.parents:
+        m = _RANK_WORD.search(parent.name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def by_rank(files: Sequence[Path], kineto: Sequence[Path] = ()) -> dict[int, tuple[list[Path], list[Path]]]:
+    """rank -> (files, kineto files); every file must name its rank."""
+    out: dict[int, tuple[list[Path], list[Path]]] = {}
+    for group, paths in ((0, files), (1, kineto)):
+        for p in paths:
+            rank = rank_of(p)
+            if rank is None:
+                raise InputError(
+                    f"{p}: no rank number in the name (name files like et.<rank>.json, kineto_<rank>.json, rank<N>/)"
+                )
+            out.setdefault(rank, ([], []))[group].append(p)
+    return dict(sorted(out.items()))
