@@ -38,7 +38,7 @@ from chakra.errors import InputError
 #: FORMAT word -> plugin module, in the order `chakra convert --help` lists them.
 PLUGINS: dict[str, str] = {
     "pytorch": "chakra.converters.pytorch",
-    "kineto": "chakra.converters.kineto",
+    "kineto": "chakra.converters.pytorch.kineto_alone",
     "nsys": "chakra.converters.nsys",
     "cupti": "chakra.converters.cupti",
     "bigsim": "chakra.converters.bigsim",

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional, Union
 import msgspec
 import orjson
 
-from chakra.converters.pytorch.chunked import split_document
+from chakra.converters.jsonchunks import split_document
 from chakra.converters.pytorch.et import _drain, parse_json
 from chakra.errors import TraceFormatError, excerpt
 

@@ -111,7 +111,7 @@ def add_kineto_cli(app: typer.Typer) -> None:
             "kineto", inputs, output, workers, scheduler, None, {"gap_min_us": gap_min, "io": False}, quiet, json_out
         ):
             return
-        from chakra.converters.kineto import convert
+        from chakra.converters.pytorch.kineto_alone import convert
 
         with handle_errors():
             show(convert(inputs, output, gap_min_us=gap_min, jobs=jobs), quiet, json_out)

@@ -22,7 +22,7 @@ import msgspec
 import orjson
 
 from chakra.compression import gunzip_bytes
-from chakra.converters.pytorch.chunked import split_document
+from chakra.converters.jsonchunks import split_document
 from chakra.converters.pytorch.emit import io_field
 from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
 from chakra.converters.pytorch.roofline import MODELLED, fill_roofline

@@ -6,7 +6,8 @@ import gzip
 
 import orjson
 
-from chakra.converters import detect, kineto
+from chakra.converters import detect
+from chakra.converters.pytorch import kineto_alone as kineto
 from chakra.converters.pytorch.comms import dtype_bytes, nccl_kernel_coll
 from chakra.io import read_trace
 from chakra.schema import NodeType
