@@ -22,6 +22,8 @@ from typing import Any, Optional
 
 import orjson
 
+from chakra.errors import TraceFormatError
+
 _MIN_CHUNKED = 1 << 20  # smaller documents are parsed whole: no memory to save
 
 
@@ -125,3 +127,31 @@ def split_document(raw: bytes, array_key: bytes, first_key: bytes) -> Optional[S
     if pattern.search(body, 0, 1 << 16) is None:
         return None
     return Split(header, body, pattern)
+
+
+def parse_json(name: str, raw: bytes, *, repair_key: Optional[bytes] = None) -> tuple[Any, bool]:
+    """orjson-parse `raw`; on failure, optionally repair an unterminated node/event array."""
+    try:  # a memory-mapped file (see read_input_bytes) is parsed in place, through a memoryview
+        return orjson.loads(raw if isinstance(raw, bytes) else memoryview(raw)), False
+    except orjson.JSONDecodeError as first:
+        if repair_key is not None and repair_key in raw[: 1 << 20]:
+            # Nodes end in "}," but so do nested attrs entries: try the last few candidates.
+            cut = len(raw)
+            for _ in range(16):
+                cut = raw.rfind(b"},", 0, cut)
+                if cut <= 0:
+                    break
+                try:
+                    return orjson.loads(raw[: cut + 1] + b"]}"), True
+                except orjson.JSONDecodeError:
+                    continue
+        kind = "empty file" if re.search(rb"\S", raw) is None else f"not valid JSON ({first})"
+        raise TraceFormatError(name, kind) from None
+
+
+def drain(items: list) -> Any:
+    """Yield list items, releasing each one from the list as it goes."""
+    for i in range(len(items)):
+        item = items[i]
+        items[i] = None
+        yield item

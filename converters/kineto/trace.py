@@ -17,8 +17,7 @@ from typing import Annotated, Any, Optional, Union
 import msgspec
 import orjson
 
-from chakra.converters.jsonchunks import split_document
-from chakra.converters.pytorch.et import _drain, parse_json
+from chakra.converters.jsonchunks import drain, parse_json, split_document
 from chakra.errors import TraceFormatError, excerpt
 
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
@@ -91,7 +90,7 @@ def load_kineto(name: str, raw: bytes) -> KinetoFile:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFormatError(name, "not a Kineto/PyTorch profiler trace: no 'traceEvents' list")
     events = doc.pop("traceEvents")
-    kf = _build_records(name, doc, _as_records(name, _drain(events)), len(raw))
+    kf = _build_records(name, doc, _as_records(name, drain(events)), len(raw))
     kf.repaired = repaired
     return kf
 

@@ -22,7 +22,7 @@ import msgspec
 import orjson
 
 from chakra.compression import gunzip_bytes
-from chakra.converters.jsonchunks import split_document
+from chakra.converters.jsonchunks import drain, parse_json, split_document
 from chakra.converters.pytorch.emit import io_field
 from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
 from chakra.converters.pytorch.roofline import MODELLED, fill_roofline
@@ -108,26 +108,6 @@ def _tar_members(path: Path, raw: bytes) -> list[tuple[str, bytes]]:
     return out
 
 
-def parse_json(name: str, raw: bytes, *, repair_key: Optional[bytes] = None) -> tuple[Any, bool]:
-    """orjson-parse `raw`; on failure, optionally repair an unterminated node/event array."""
-    try:  # a memory-mapped file (see read_input_bytes) is parsed in place, through a memoryview
-        return orjson.loads(raw if isinstance(raw, bytes) else memoryview(raw)), False
-    except orjson.JSONDecodeError as first:
-        if repair_key is not None and repair_key in raw[: 1 << 20]:
-            # Nodes end in "}," but so do nested attrs entries: try the last few candidates.
-            cut = len(raw)
-            for _ in range(16):
-                cut = raw.rfind(b"},", 0, cut)
-                if cut <= 0:
-                    break
-                try:
-                    return orjson.loads(raw[: cut + 1] + b"]}"), True
-                except orjson.JSONDecodeError:
-                    continue
-        kind = "empty file" if re.search(rb"\S", raw) is None else f"not valid JSON ({first})"
-        raise TraceFormatError(name, kind) from None
-
-
 def check_schema(name: str, schema: Any) -> str:
     if not isinstance(schema, str):
         raise TraceFormatError(name, "not a PyTorch Execution Trace: no 'schema' string")
@@ -171,7 +151,7 @@ def load_et(name: str, raw: bytes, keep_io: bool = True) -> ETFile:
     schema = check_schema(name, doc.get("schema"))
     nodes = doc.pop("nodes")
     et = _build(
-        name, schema, doc, _drain(nodes), keep_io, len(raw), _flat_op if schema.startswith("1.0.1") else _nested_op
+        name, schema, doc, drain(nodes), keep_io, len(raw), _flat_op if schema.startswith("1.0.1") else _nested_op
     )
     et.finish_ts = header_int(name, doc, "finish_ts")
     et.repaired = repaired
@@ -184,14 +164,6 @@ def header_int(name: str, doc: dict, key: str) -> int:
     if type(v) is not int or not 0 <= v < _MAX_ID:
         raise TraceFormatError(name, f"'{key}' must be an integer from 0 to 2**63-1, not {excerpt(v, 40)}")
     return v
-
-
-def _drain(items: list) -> Any:
-    """Yield list items, releasing each one from the list as it goes."""
-    for i in range(len(items)):
-        item = items[i]
-        items[i] = None
-        yield item
 
 
 def _build(
