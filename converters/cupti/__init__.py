@@ -45,7 +45,7 @@ def convert_records(
     Returns the nsys `ConvertResult` (library use); `convert` wraps it as the plugin result.
     """
     from chakra.converters.cupti.records import load_cupti_records
-    from chakra.converters.nsys.driver import convert_reports
+    from chakra.converters.daydream.driver import convert_reports
 
     for p in inputs:
         if not Path(p).is_file():

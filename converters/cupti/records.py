@@ -20,8 +20,8 @@ from typing import IO, Any, Optional
 import ijson
 import orjson
 
-from chakra.converters.nsys import schema as S
-from chakra.converters.nsys.build import COPY_KINDS, MEM_KINDS
+from chakra.converters.daydream import schema as S
+from chakra.converters.daydream.build import COPY_KINDS, MEM_KINDS
 from chakra.errors import TraceFormatError, excerpt
 from chakra.io import atomic_output, input_file_errors
 
@@ -87,7 +87,7 @@ def _export_records(report: S.Report) -> Iterator[dict[str, Any]]:
             f'SELECT id, {c(S.GPU_INFO, "name")}, {c(S.GPU_INFO, "asyncEngines")} FROM "{S.GPU_INFO}"'
         ):
             yield _clean({"kind": "DEVICE", "deviceId": dev, "name": name, "asyncEngines": engines})
-    from chakra.converters.nsys.ranks import stream_flags
+    from chakra.converters.daydream.ranks import stream_flags
 
     for (pid, sid), flag in stream_flags(report).items():
         yield {"kind": "STREAM", "processId": pid, "streamId": sid, "flag": STREAM_FLAGS.get(flag, flag)}
@@ -180,7 +180,7 @@ def _export_records(report: S.Report) -> Iterator[dict[str, Any]]:
                     "eventSyncId": evs,
                 }
             )
-    from chakra.converters.nsys.source import nvtx_rows
+    from chakra.converters.daydream.source import nvtx_rows
 
     for start, _, _, end, gtid, name, json_text, int_value in nvtx_rows(report):
         pid, tid = S.split_global_id(gtid)

@@ -48,7 +48,7 @@ def convert(
     quiet: bool = False,
 ) -> ConversionResult:
     """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
-    from chakra.converters.nsys.driver import convert_reports
+    from chakra.converters.daydream.driver import convert_reports
 
     result = convert_reports(
         [Path(p) for p in inputs], Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
@@ -74,5 +74,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f"chakra.converters.nsys.{_LAZY[name]}"), name)
+        return getattr(importlib.import_module(f"chakra.converters.daydream.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,8 +19,8 @@ from chakra.ranks import rank_word
 
 def count_task(path: str, per: str) -> int:
     """How many ranks a report holds (a GROUP BY pass; numbering needs it before converting)."""
-    from chakra.converters.nsys.ranks import plan_ranks
-    from chakra.converters.nsys.schema import open_report
+    from chakra.converters.daydream.ranks import plan_ranks
+    from chakra.converters.daydream.schema import open_report
 
     report = open_report(Path(path))
     try:
@@ -30,7 +30,7 @@ def count_task(path: str, per: str) -> int:
 
 
 def report_task(path: str, prefix: str, offset: int, options: dict) -> dict[str, Any]:
-    from chakra.converters.nsys.driver import convert_reports
+    from chakra.converters.daydream.driver import convert_reports
 
     t0 = time.perf_counter()
     try:

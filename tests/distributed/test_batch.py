@@ -94,7 +94,7 @@ def test_cross_rank_check_runs_on_summaries(client, samples_dir, tmp_path):
 
 
 def test_nsys_reports_convert_one_task_each(client, samples_dir, tmp_path):
-    from chakra.converters.nsys.driver import convert_reports
+    from chakra.converters.daydream.driver import convert_reports
 
     reports = sorted((samples_dir / "nsys").glob("*.sqlite"))
     result = convert_batch("nsys", reports, tmp_path / "b" / "x", client=client)

@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from chakra.converters.nsys import nccl
-from chakra.converters.nsys.ranks import RankPlan
-from chakra.converters.nsys.schema import split_global_id, strip_version
-from chakra.converters.nsys.source import K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_NVTX
+from chakra.converters.daydream import nccl
+from chakra.converters.daydream.ranks import RankPlan
+from chakra.converters.daydream.schema import split_global_id, strip_version
+from chakra.converters.daydream.source import K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_NVTX
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import CONVENTIONS, set_attrs
 

@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Optional
 
-from chakra.converters.nsys import schema as S
-from chakra.converters.nsys.schema import Report
+from chakra.converters.daydream import schema as S
+from chakra.converters.daydream.schema import Report
 from chakra.errors import InputError
 
 PER_CHOICES = ("device", "process")

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from chakra.converters.nsys import source
-from chakra.converters.nsys.build import DEP_KINDS, Builder, Options
-from chakra.converters.nsys.ranks import copy_engines, plan_ranks, stream_flags
-from chakra.converters.nsys.schema import Report, open_report
+from chakra.converters.daydream import source
+from chakra.converters.daydream.build import DEP_KINDS, Builder, Options
+from chakra.converters.daydream.ranks import copy_engines, plan_ranks, stream_flags
+from chakra.converters.daydream.schema import Report, open_report
 from chakra.errors import TraceFormatError
 from chakra.io import TraceWriter, output_set, rank_path
 from chakra.trace import make_metadata

@@ -17,8 +17,8 @@ import heapq
 from collections.abc import Iterator
 from operator import itemgetter
 
-from chakra.converters.nsys import schema as S
-from chakra.converters.nsys.schema import Report
+from chakra.converters.daydream import schema as S
+from chakra.converters.daydream.schema import Report
 
 K_NVTX, K_API, K_KERNEL, K_MEMCPY, K_MEMSET = 0, 1, 2, 3, 4
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop, start/end, and their NVTXt forms
