@@ -78,9 +78,9 @@ def convert(
     quiet: bool = False,
 ) -> ConversionResult:
     """Convert CUPTI record files with the nsys task graph (same options as `convert nsys`)."""
-    from chakra.converters.nsys import result_of
+    from chakra.converters.daydream.driver import plugin_result
 
-    return result_of(
+    return plugin_result(
         convert_records(inputs, Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
                         progress=progress)
     )  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors
-from chakra.converters.nsys.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
+from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
 
 
 def register(app: typer.Typer) -> None:

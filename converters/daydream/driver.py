@@ -12,6 +12,7 @@ from chakra.converters.daydream import source
 from chakra.converters.daydream.build import DEP_KINDS, Builder, Options
 from chakra.converters.daydream.ranks import copy_engines, plan_ranks, stream_flags
 from chakra.converters.daydream.schema import Report, open_report
+from chakra.converters.result import ConversionResult
 from chakra.errors import TraceFormatError
 from chakra.io import TraceWriter, output_set, rank_path
 from chakra.trace import make_metadata
@@ -185,3 +186,9 @@ def _metadata(report: Report, plan, index: int, key: int):
     if pids:
         attrs["pids"] = ",".join(str(p) for p in pids)
     return make_metadata(**attrs)
+
+
+def plugin_result(result: ConvertResult) -> ConversionResult:
+    """A `ConvertResult` as the plugin contract's result (the nsys and cupti plugins return it)."""
+    warnings = [f"{n} {msg}" for msg, n in result.warnings.items()]
+    return ConversionResult(list(result.paths), result.as_dict(), warnings)

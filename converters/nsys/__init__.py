@@ -31,12 +31,6 @@ def accept(prefix: bytes) -> bool:
     return prefix.startswith(_SQLITE_MAGIC)
 
 
-def result_of(result: Any) -> ConversionResult:
-    """An nsys `ConvertResult` as the plugin result (shared with the CUPTI plugin)."""
-    warnings = [f"{n} {msg}" for msg, n in result.warnings.items()]
-    return ConversionResult(list(result.paths), result.as_dict(), warnings)
-
-
 def convert(
     inputs: Sequence[Path],
     prefix: Path,
@@ -48,13 +42,13 @@ def convert(
     quiet: bool = False,
 ) -> ConversionResult:
     """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
-    from chakra.converters.daydream.driver import convert_reports
+    from chakra.converters.daydream.driver import convert_reports, plugin_result
 
     result = convert_reports(
         [Path(p) for p in inputs], Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
         progress=progress,
     )  # fmt: skip
-    return result_of(result)
+    return plugin_result(result)
 
 
 def batch_tasks(*args, **kwargs):
