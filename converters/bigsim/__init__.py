@@ -115,7 +115,7 @@ def convert(
 def add_cli(app) -> None:
     from chakra.converters.bigsim.cli import register
 
-    register(app)
+    register(app, convert)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, make_progress, print_json, warn
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("bigsim")
     def convert_bigsim(
         inputs: list[Path] = typer.Argument(
@@ -45,8 +45,6 @@ def register(app: typer.Typer) -> None:
 
           chakra convert bigsim logs/ -o out/app --json     (summary for scripts)
         """  # noqa: E501
-        from chakra.converters.bigsim import convert
-
         with handle_errors():
             with make_progress(quiet or json_out) as progress:
                 task = progress.add_task("writing traces", total=None)

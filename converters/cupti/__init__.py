@@ -89,4 +89,4 @@ def convert(
 def add_cli(app) -> None:
     from chakra.converters.cupti.cli import register
 
-    register(app)
+    register(app, convert)

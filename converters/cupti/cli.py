@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import typer
 
@@ -10,7 +11,7 @@ from chakra.cli_common import JsonOption, QuietOption, handle_errors
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("cupti")
     def convert_cupti(
         inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
@@ -32,8 +33,6 @@ def register(app: typer.Typer) -> None:
 
         Example: chakra convert cupti records.json -o out/job   (see docs/nsys.md for every field)
         """
-        from chakra.converters.cupti import convert
-
         with handle_errors():
             result = run_with_progress(
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -17,7 +17,7 @@ from chakra.cli_common import (
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
 
 
-def add_cli(app: typer.Typer) -> None:
+def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("nsys")
     def convert_nsys(
         inputs: list[Path] = typer.Argument(..., help="Nsight Systems SQLite exports (nsys export --type sqlite)."),
@@ -42,7 +42,6 @@ def add_cli(app: typer.Typer) -> None:
           chakra convert nsys report1.sqlite -o out/job           # out/job.0.et, one file per GPU
           chakra convert nsys a.sqlite b.sqlite -o job --per process
         """
-        from chakra.converters.nsys import convert
         from chakra.distributed.cli import run_batch, wants_dask
 
         if wants_dask(workers, scheduler):  # one Dask task per report

@@ -80,7 +80,7 @@ def batch_tasks(*args, **kwargs):
 def add_cli(app) -> None:
     from chakra.converters.pytorch.cli import add_cli as register
 
-    register(app)
+    register(app, convert)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -42,7 +42,7 @@ def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], sc
     return True
 
 
-def add_cli(app: typer.Typer) -> None:
+def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("pytorch")
     def pytorch_cmd(
         inputs: list[Path] = typer.Argument(
@@ -78,8 +78,6 @@ def add_cli(app: typer.Typer) -> None:
         options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node}
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
             return
-        from chakra.converters.pytorch import convert
-
         with handle_errors():
             result = convert(
                 inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs,
@@ -88,7 +86,7 @@ def add_cli(app: typer.Typer) -> None:
             show(result, quiet, json_out)
 
 
-def add_kineto_cli(app: typer.Typer) -> None:
+def add_kineto_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("kineto")
     def kineto_cmd(
         inputs: list[Path] = typer.Argument(..., help="Kineto (PyTorch profiler) trace files, one per rank."),
@@ -111,7 +109,5 @@ def add_kineto_cli(app: typer.Typer) -> None:
             "kineto", inputs, output, workers, scheduler, None, {"gap_min_us": gap_min, "io": False}, quiet, json_out
         ):
             return
-        from chakra.converters.pytorch.kineto_alone import convert
-
         with handle_errors():
             show(convert(inputs, output, gap_min_us=gap_min, jobs=jobs), quiet, json_out)

@@ -45,4 +45,4 @@ def batch_tasks(*args, **kwargs):
 def add_cli(app) -> None:
     from chakra.converters.pytorch.cli import add_kineto_cli
 
-    add_kineto_cli(app)
+    add_kineto_cli(app, convert)
