@@ -68,7 +68,8 @@ def dejsonize(
 
     The same conversion as [bold]chakra convert json[/]. Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
     """
-    from chakra.converters.chakra_json import report, write_et
+    from chakra.converters.chakra_json import write_et
+    from chakra.converters.chakra_json.cli import report
 
     with handle_errors():
         sources = [p for _, p in expand_trace_args(inputs)]

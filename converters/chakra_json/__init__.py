@@ -57,14 +57,6 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
     return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
 
 
-def report(result: ConversionResult, quiet: bool) -> None:
-    """`wrote PATH (N nodes)` per file (convert json and dejsonize print the same)."""
-    from chakra.cli_common import info
-
-    for path, n in zip(result.paths, result.summary["nodes"]):
-        info(f"wrote {path} ({n:,} nodes)", quiet)
-
-
 def convert(inputs: Sequence[Path], prefix: Path, *, quiet: bool = False) -> ConversionResult:
     """Write PREFIX.<rank>.et for every JSON trace."""
     from chakra.io import rank_path
@@ -73,15 +65,6 @@ def convert(inputs: Sequence[Path], prefix: Path, *, quiet: bool = False) -> Con
 
 
 def add_cli(app) -> None:
-    import typer
+    from chakra.converters.chakra_json.cli import register
 
-    from chakra.cli_common import QuietOption, handle_errors
-
-    @app.command(NAME, help=DESCRIPTION)
-    def convert_json(
-        inputs: list[Path] = typer.Argument(..., help="JSON trace files (rank from the document or the file name)."),
-        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
-        quiet: bool = QuietOption,
-    ) -> None:
-        with handle_errors():
-            report(convert(list(inputs), output, quiet=quiet), quiet)
+    register(app, convert, DESCRIPTION)

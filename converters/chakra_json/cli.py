@@ -1,0 +1,28 @@
+"""`chakra convert json` (and the lines `chakra dejsonize` prints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from chakra.cli_common import QuietOption, handle_errors, info
+from chakra.converters.result import ConversionResult
+
+
+def report(result: ConversionResult, quiet: bool) -> None:
+    """`wrote PATH (N nodes)` per file (convert json and dejsonize print the same)."""
+    for path, n in zip(result.paths, result.summary["nodes"]):
+        info(f"wrote {path} ({n:,} nodes)", quiet)
+
+
+def register(app: typer.Typer, convert: Callable[..., Any], help_text: str) -> None:
+    @app.command("json", help=help_text)
+    def convert_json(
+        inputs: list[Path] = typer.Argument(..., help="JSON trace files (rank from the document or the file name)."),
+        output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+        quiet: bool = QuietOption,
+    ) -> None:
+        with handle_errors():
+            report(convert(list(inputs), output, quiet=quiet), quiet)
