@@ -24,6 +24,7 @@ system-deps:
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) tools/lint_imports.py
 
 test: setup lint
 	CHAKRA_SAMPLES=$(SAMPLES) $(PY) -m pytest -q
