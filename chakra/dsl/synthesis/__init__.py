@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from chakra.dsl.synthesis.extract import JobView, job_view, op_class
+from chakra.dsl.synthesis.fidelity import Row, compare
 from chakra.dsl.synthesis.model import SynthesisError, SynthModel, fit, obfuscated_name
-from chakra.dsl.synthesis.report import Row, compare
 from chakra.dsl.synthesis.sample import sample
 from chakra.dsl.workload import Workload
 from chakra.trace import Trace
