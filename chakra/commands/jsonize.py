@@ -69,7 +69,7 @@ def dejsonize(
     The same conversion as [bold]chakra convert json[/]. Example: [bold]chakra dejsonize run.0.json -o run.0.et[/]
     """
     from chakra.converters.chakra_json import write_et
-    from chakra.converters.chakra_json.cli import report
+    from chakra.converters.chakra_json.cli import print_written
 
     with handle_errors():
         sources = [p for _, p in expand_trace_args(inputs)]
@@ -80,7 +80,7 @@ def dejsonize(
         else:  # several inputs: OUTPUT is a PREFIX (a trailing ".et" the user typed is not part of it)
             prefix = Path(_strip(str(output)))
             name = lambda _src, rank: rank_path(prefix, rank)  # noqa: E731
-        report(write_et(sources, name, quiet=quiet), quiet)
+        print_written(write_et(sources, name, quiet=quiet), quiet)
 
 
 def register(app: typer.Typer) -> None:

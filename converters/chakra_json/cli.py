@@ -11,7 +11,7 @@ from chakra.cli_common import QuietOption, handle_errors, info
 from chakra.converters.result import ConversionResult
 
 
-def report(result: ConversionResult, quiet: bool) -> None:
+def print_written(result: ConversionResult, quiet: bool) -> None:
     """`wrote PATH (N nodes)` per file (convert json and dejsonize print the same)."""
     for path, n in zip(result.paths, result.summary["nodes"]):
         info(f"wrote {path} ({n:,} nodes)", quiet)
@@ -25,4 +25,4 @@ def register(app: typer.Typer, convert: Callable[..., Any], help_text: str) -> N
         quiet: bool = QuietOption,
     ) -> None:
         with handle_errors():
-            report(convert(list(inputs), output, quiet=quiet), quiet)
+            print_written(convert(list(inputs), output, quiet=quiet), quiet)

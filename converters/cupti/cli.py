@@ -8,7 +8,7 @@ from typing import Any, Callable
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors
-from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
+from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 
 
 def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
@@ -38,4 +38,4 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,
             )
-            report(result, quiet, as_json)
+            print_summary(result, quiet, as_json)

@@ -39,7 +39,7 @@ def run_with_progress(fn: Callable, quiet: bool):
         return fn(cb)
 
 
-def report(result: ConversionResult, quiet: bool, as_json: bool) -> None:
+def print_summary(result: ConversionResult, quiet: bool, as_json: bool) -> None:
     """Warnings, then a per-rank table (or the summary as JSON) of an nsys or CUPTI conversion."""
     for message in result.warnings:
         warn(message)

@@ -14,7 +14,7 @@ from chakra.cli_common import (
     WorkersOption,
     handle_errors,
 )
-from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, report, run_with_progress
+from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 
 
 def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
@@ -54,4 +54,4 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,
             )
-            report(result, quiet, as_json)
+            print_summary(result, quiet, as_json)
