@@ -94,7 +94,7 @@ def simulate_cmd(
 
       [bold]chakra simulate out/ddp2 --log run.csv --timeline run.json[/]
     """
-    from chakra.sim import simulate
+    from chakra.sim import SimOptions, simulate
 
     with handle_errors():
         log_path = log
@@ -106,11 +106,7 @@ def simulate_cmd(
         try:
             with make_progress(quiet) as bar:
                 task = bar.add_task("reading ranks", total=None)
-                result = simulate(
-                    traces,
-                    network,
-                    system,
-                    memory,
+                options = SimOptions(
                     comm_groups=comm_group,
                     congestion=congestion,
                     comm_mode=comm,
@@ -126,6 +122,7 @@ def simulate_cmd(
                     missing_deps=missing_deps,
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )
+                result = simulate(traces, network, system, memory, options=options)
             if timeline is not None:
                 from chakra.visualizers.timeline import timeline_from_log
 

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -69,11 +69,12 @@ def point_inputs(config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         result = apply_recipe(wi["recipe"], _traces(workload, _stamp(workload)), network=net, **opts)
         traces = result.traces
         net = result.network or net
+    from chakra.sim import SimOptions
+
     s = config["simulate"]
-    kwargs = {"network": net, "system": system, "memory": memory, "comm_groups": config["comm_groups"],
-              "congestion": s["congestion"], "comm_mode": s["comm_mode"], "compat": bool(s["compat"]),
-              "policy": s["policy"]}  # fmt: skip
-    return traces, kwargs
+    options = SimOptions(comm_groups=config["comm_groups"], congestion=s["congestion"], comm_mode=s["comm_mode"],
+                         compat=bool(s["compat"]), policy=s["policy"])  # fmt: skip
+    return traces, {"network": net, "system": system, "memory": memory, "options": options}
 
 
 def simulate_point(config: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +102,8 @@ def critical_path_of(config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     traces, kwargs = point_inputs(config)
     if not isinstance(traces, list):
         traces = read_traces([traces])
-    res = simulate(traces, record_nodes=True, **kwargs)
+    kwargs["options"] = replace(kwargs["options"], record_nodes=True)
+    res = simulate(traces, **kwargs)
     slowest = max(res.ranks, key=lambda r: (res.ranks[r].finish_ns, -r))
     trace = next(t for t in traces if t.rank == slowest)
     report = analysis.analyze_traces([trace], {slowest: (res.node_times or {})[slowest]})

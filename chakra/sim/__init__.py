@@ -1,10 +1,11 @@
 """The reference simulator: ASTRA-sim-compatible compute, analytical network and memory models.
 
-Public API (docs/simulator.md): `simulate(...) -> SimResult`, the config loaders `load_network`,
-`load_system`, `load_memory` and their dataclasses (comm groups: `chakra.commgroups`).
+Public API (docs/simulator.md): `simulate(..., options=SimOptions(...)) -> SimResult`, the config
+loaders `load_network`, `load_system`, `load_memory` and their dataclasses (comm groups:
+`chakra.commgroups`).
 """
 
-from chakra.sim.api import RankResult, SimResult, simulate
+from chakra.sim.api import RankResult, SimOptions, SimResult, simulate
 from chakra.sim.config import (
     MemoryConfig,
     NetworkConfig,
@@ -20,6 +21,7 @@ __all__ = [
     "NetworkConfig",
     "RankResult",
     "SimDeadlock",
+    "SimOptions",
     "SimResult",
     "SystemConfig",
     "load_memory",

@@ -255,31 +255,80 @@ def _without_gc(fn: Callable) -> Callable:
     return wrapper
 
 
+@dataclass(frozen=True)
+class SimOptions:
+    """How to simulate, checked when made (bad values raise ConfigError): `simulate()`'s options.
+
+    The command line, `chakra whatif` and sweeps build one and pass it as `options=`; library
+    callers may also pass the same names as keywords to `simulate()`. Their meaning is in
+    `simulate`'s docstring.
+    """
+
+    comm_groups: Union[dict[str, list[int]], PathLike, None] = None
+    congestion: str = "aware"
+    comm_mode: str = "model"
+    policy: Union[str, Callable[[list[int], int], int]] = "id"
+    record_nodes: bool = False
+    log_path: Optional[PathLike] = None
+    compat: bool = True
+    breakdown: str = "overlap"
+    rendezvous_protocol: bool = False
+    injection_scale: Optional[float] = None
+    comm_scale: float = 1.0
+    num_queues_per_dim: int = 1
+    slots: Optional[dict[str, int]] = None
+    progress: Optional[Callable[[int, int], None]] = None
+    missing_deps: str = "error"
+    network_model: Optional[NetworkModel] = None
+    collective_model: Optional[CollectiveModel] = None
+    memory_model: Optional[MemoryModel] = None
+
+    def __post_init__(self) -> None:
+        if self.breakdown not in BREAKDOWNS:
+            raise ConfigError(f"breakdown must be one of {', '.join(BREAKDOWNS)}, not {self.breakdown!r}")
+        if self.congestion not in ("aware", "unaware"):
+            raise ConfigError(f"--congestion must be aware or unaware, not {self.congestion!r}")
+        if self.comm_mode not in ("model", "replay"):
+            raise ConfigError(f"--comm must be model or replay, not {self.comm_mode!r}")
+        if self.injection_scale is not None and not self.injection_scale > 0:
+            raise ConfigError(f"injection scale must be > 0, not {self.injection_scale!r}")
+        for key in self.slots or {}:
+            if key not in ("cpu", "gpu", "comm"):
+                raise ConfigError(f"unknown resource class {key!r} in slots (use cpu, gpu, comm)")
+
+    def slot_caps(self) -> dict[str, int]:
+        """Ops in flight per rank and class: 1 each when modelling communication, else unlimited (0)."""
+        caps = {"cpu": 1, "gpu": 1, "comm": 1} if self.comm_mode == "model" else {"cpu": 0, "gpu": 0, "comm": 0}
+        caps.update({key: int(value) for key, value in (self.slots or {}).items()})
+        return caps
+
+
+@dataclass
+class _Setup:
+    """What `_prepare` read and checked: the ranks' sources and the configs they run on."""
+
+    traces: Any
+    sources: list[tuple[int, Any]]
+    net: NetworkConfig
+    system: SystemConfig
+    memory: MemoryConfig
+    groups: GroupTable
+    caps: dict[str, int]
+    warnings: list[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.sources)
+
+
 @_without_gc
 def simulate(
     traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]],
     network: Union[NetworkConfig, PathLike, None] = None,
     system: Union[SystemConfig, PathLike, None] = None,
     memory: Union[MemoryConfig, PathLike, None] = None,
-    *,
-    comm_groups: Union[dict[str, list[int]], PathLike, None] = None,
-    congestion: str = "aware",
-    comm_mode: str = "model",
-    policy: Union[str, Callable[[list[int], int], int]] = "id",
-    record_nodes: bool = False,
-    log_path: Optional[PathLike] = None,
-    compat: bool = True,
-    breakdown: str = "overlap",
-    rendezvous_protocol: bool = False,
-    injection_scale: Optional[float] = None,
-    comm_scale: float = 1.0,
-    num_queues_per_dim: int = 1,
-    slots: Optional[dict[str, int]] = None,
-    progress: Optional[Callable[[int, int], None]] = None,
-    missing_deps: str = "error",
-    network_model: Optional[NetworkModel] = None,
-    collective_model: Optional[CollectiveModel] = None,
-    memory_model: Optional[MemoryModel] = None,
+    options: Optional[SimOptions] = None,
+    **fields: Any,
 ) -> SimResult:
     """Simulate every rank's trace on the analytical network; see docs/simulator.md.
 
@@ -307,14 +356,17 @@ def simulate(
     "drop" (ignore dependencies on node ids absent from a trace).
     """
     t0 = time.perf_counter()
-    if breakdown not in BREAKDOWNS:
-        raise ConfigError(f"breakdown must be one of {', '.join(BREAKDOWNS)}, not {breakdown!r}")
-    astra_breakdown = breakdown == "astra-sim"
-    if congestion not in ("aware", "unaware"):
-        raise ConfigError(f"--congestion must be aware or unaware, not {congestion!r}")
-    if comm_mode not in ("model", "replay"):
-        raise ConfigError(f"--comm must be model or replay, not {comm_mode!r}")
-    pol = _resolve_policy(policy)
+    opts = SimOptions(**fields) if options is None else dataclasses.replace(options, **fields)
+    policy = _resolve_policy(opts.policy)
+    setup = _prepare(traces, network, system, memory, opts)
+    engines = _compile(setup, opts)
+    models = _Models(setup, opts, policy)
+    sim = _run(engines, models, opts)
+    return _collect(setup, engines, models, sim, opts, time.perf_counter() - t0)
+
+
+def _prepare(traces: Any, network: Any, system: Any, memory: Any, opts: SimOptions) -> _Setup:
+    """Find the ranks, load and check the configs, and settle the process groups."""
     sources = rank_sources(traces)
     n = len(sources)
     if n == 0:
@@ -326,11 +378,10 @@ def simulate(
             f"but there are {n} rank traces"
         )
     sys_cfg = load_system(system) if system is not None else default_system()
-    if injection_scale is not None:
-        if not injection_scale > 0:
-            raise ConfigError(f"injection scale must be > 0, not {injection_scale!r}")
-        sys_cfg = dataclasses.replace(sys_cfg, injection_scale=float(injection_scale))
+    if opts.injection_scale is not None:
+        sys_cfg = dataclasses.replace(sys_cfg, injection_scale=float(opts.injection_scale))
     mem_cfg = load_memory(memory)
+    comm_groups = opts.comm_groups
     if comm_groups is None:
         found = groups_beside([traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces))
         # a subset of a job's rank files: groups naming absent ranks cannot be used, so they are
@@ -339,108 +390,134 @@ def simulate(
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)
-    caps = {"cpu": 1, "gpu": 1, "comm": 1} if comm_mode == "model" else {"cpu": 0, "gpu": 0, "comm": 0}
-    for key, value in (slots or {}).items():
-        if key not in caps:
-            raise ConfigError(f"unknown resource class {key!r} in slots (use cpu, gpu, comm)")
-        caps[key] = int(value)
+    warnings = network_warnings(net_cfg, opts.congestion)
+    return _Setup(traces, sources, net_cfg, sys_cfg, mem_cfg, groups, opts.slot_caps(), warnings)
+
+
+def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
+    """One engine per rank, one rank at a time: index, compile, drop the index. Byte-identical
+    rank files (SPMD traces) are indexed once and share the compiled read-only arrays."""
+    caps = setup.caps
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
-    warnings: list[str] = network_warnings(net_cfg, congestion)
-    # One rank at a time: index, compile, drop the index. Byte-identical rank files (SPMD traces)
-    # are indexed once and share the compiled read-only arrays.
     engines: list[RankEngine] = []
     by_digest: dict[bytes, RankEngine] = {}
-    names = log_path is not None
-    for rank, src in sources:
+    names = opts.log_path is not None
+    for rank, src in setup.sources:
         digest = _file_digest(src) if not isinstance(src, Trace) else None
         first = by_digest.get(digest) if digest is not None else None
         if first is not None and first.shareable:
             engines.append(first.for_rank(rank))
-            if progress is not None:
-                progress(len(engines), n)
-            continue
-        table = _load_table_checked(src, names, missing_deps, warnings)
-        for text in table.metadata_inputs:
-            groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
-        engine = RankEngine(
-            rank, table, system=sys_cfg, comm_mode=comm_mode, compat=compat, names=names, slots=slot_caps
-        )
-        del table
-        engines.append(engine)
-        if digest is not None:
-            by_digest.setdefault(digest, engine)
-        if progress is not None:
-            progress(len(engines), n)
+        else:
+            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings)
+            for text in table.metadata_inputs:
+                setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
+            engine = RankEngine(
+                rank, table, system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=names,
+                slots=slot_caps,
+            )  # fmt: skip
+            del table
+            engines.append(engine)
+            if digest is not None:
+                by_digest.setdefault(digest, engine)
+        if opts.progress is not None:
+            opts.progress(len(engines), setup.n)
     resolved: dict[int, dict] = {}
     for engine in engines:
-        engine.resolve_groups(groups, resolved)
-    netm = network_model if network_model is not None else Network(net_cfg, aware=congestion == "aware")
+        engine.resolve_groups(setup.groups, resolved)
+    return engines
 
-    def new_runner() -> CollectiveRunner:
-        return CollectiveRunner(
-            netm,  # type: ignore[arg-type]
-            sys_cfg,
-            compat=compat,
-            rendezvous=rendezvous_protocol,
-            topology=net_cfg,
-            queues_per_dim=num_queues_per_dim,
-        )
 
-    colls = collective_model
-    if colls is None:
-        colls = new_runner()
-    mem = memory_model if memory_model is not None else BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
+class _Models:
+    """The network, collective and memory models of one run (the caller's, else the built-in ones)."""
 
-    def attempt(live: Optional[bool], log: Optional[_LogWriter]) -> Simulation:
-        sim = Simulation(engines, netm, colls, mem, policy=pol, log=log, live=live)
+    def __init__(self, setup: _Setup, opts: SimOptions, policy: Optional[Callable]) -> None:
+        self.setup = setup
+        self.opts = opts
+        self.policy = policy
+        aware = opts.congestion == "aware"
+        self.network = opts.network_model if opts.network_model is not None else Network(setup.net, aware=aware)
+        self.collectives: Any = None
+        self.memory: Any = None
+        self.fresh()
+
+    def fresh(self) -> None:
+        """New collective and memory models (unless the caller gave them), for a first or a repeated run."""
+        setup, opts = self.setup, self.opts
+        if opts.collective_model is not None:
+            self.collectives = opts.collective_model
+        else:
+            self.collectives = CollectiveRunner(
+                self.network,  # type: ignore[arg-type]
+                setup.system,
+                compat=opts.compat,
+                rendezvous=opts.rendezvous_protocol,
+                topology=setup.net,
+                queues_per_dim=opts.num_queues_per_dim,
+            )
+        if opts.memory_model is not None:
+            self.memory = opts.memory_model
+        else:
+            self.memory = BuiltinMemory(setup.memory, setup.system, setup.n, compat=opts.compat)
+
+
+def _run(engines: list[RankEngine], models: _Models, opts: SimOptions) -> Simulation:
+    """Run every rank, writing the log (atomically) when asked."""
+    if opts.log_path is None:
+        return _run_all(engines, models, None)
+    with atomic_output(opts.log_path, "wb") as f:
+        writer = _LogWriter(f)
+        sim = _run_all(engines, models, writer)
+        writer.flush()
+    return sim
+
+
+def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWriter]) -> Simulation:
+    def attempt(live: Optional[bool]) -> Simulation:
+        sim = Simulation(engines, models.network, models.collectives, models.memory, policy=models.policy, log=log,
+                         live=live)  # fmt: skip
         sim.run()
         return sim
 
-    def run_all(log: Optional[_LogWriter]) -> Simulation:
-        nonlocal colls, mem
-        try:
-            return attempt(None, log)
-        except OverlapsEarlierTraffic:
-            # A collective on the aware network would share links with an earlier one still in
-            # flight: start again with every collective and message on the one clock (exact).
-            for e in engines:
-                e._reset()
-            if collective_model is None:
-                colls = new_runner()
-            if memory_model is None:
-                mem = BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
-            if log is not None:
-                log.restart()
-            return attempt(True, log)
+    try:
+        return attempt(None)
+    except OverlapsEarlierTraffic:
+        # A collective on the aware network would share links with an earlier one still in
+        # flight: start again with every collective and message on the one clock (exact).
+        for e in engines:
+            e._reset()
+        models.fresh()
+        if log is not None:
+            log.restart()
+        return attempt(True)
 
-    if log_path is not None:
-        with atomic_output(log_path, "wb") as f:
-            writer = _LogWriter(f)
-            sim = run_all(writer)
-            writer.flush()
-    else:
-        sim = run_all(None)
+
+def _collect(
+    setup: _Setup, engines: list[RankEngine], models: _Models, sim: Simulation, opts: SimOptions, wall_s: float
+) -> SimResult:
+    """Per-rank figures, node times when asked, the settings used and every warning, once each."""
+    warnings = setup.warnings
     for w in (
         [x for e in engines for x in e.warnings]
         + sim.warnings
-        + list(getattr(colls, "warnings", []))
-        + list(getattr(mem, "warnings", []))
+        + list(getattr(models.collectives, "warnings", []))
+        + list(getattr(models.memory, "warnings", []))
     ):
         if w not in warnings:
             warnings.append(w)
-    ranks = {e.rank: rank_stats(e, astra_breakdown) for e in engines}
+    ranks = {e.rank: rank_stats(e, opts.breakdown == "astra-sim") for e in engines}
     node_times = None
-    if record_nodes:
+    if opts.record_nodes:
         node_times = {}
         for e in engines:
             ids = e.ids.tolist()
             node_times[e.rank] = dict(zip(ids, zip(e.start.tolist(), e.end.tolist())))
+    net_cfg = setup.net
     settings = {
-        "congestion": congestion,
-        "comm_mode": comm_mode,
-        "compat": "astra-sim" if compat else "corrected",
-        "breakdown": breakdown,
-        "breakdown_definition": BREAKDOWN_TEXT[breakdown],
+        "congestion": opts.congestion,
+        "comm_mode": opts.comm_mode,
+        "compat": "astra-sim" if opts.compat else "corrected",
+        "breakdown": opts.breakdown,
+        "breakdown_definition": BREAKDOWN_TEXT[opts.breakdown],
         "network": {
             "topology": net_cfg.topology,
             "npus_count": net_cfg.npus_count,
@@ -448,10 +525,10 @@ def simulate(
             "latency_ns": net_cfg.latency,
         },
         "replayed_collectives": sum(e.replayed for e in engines),
-        "slots": caps,
-        "rendezvous_protocol": rendezvous_protocol,
-        "injection_scale": sys_cfg.injection_scale,
-        "num_queues_per_dim": num_queues_per_dim,
+        "slots": setup.caps,
+        "rendezvous_protocol": opts.rendezvous_protocol,
+        "injection_scale": setup.system.injection_scale,
+        "num_queues_per_dim": opts.num_queues_per_dim,
     }
     return SimResult(
         ranks=ranks,
@@ -459,7 +536,7 @@ def simulate(
         node_times=node_times,
         settings=settings,
         events=sim.events,
-        wall_s=time.perf_counter() - t0,
+        wall_s=wall_s,
         warnings=warnings,
     )
 

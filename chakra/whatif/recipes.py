@@ -727,11 +727,10 @@ def simulate_breakdown(
 ) -> dict[str, Any]:
     """Simulate and break the slowest rank's time down (chakra.analysis.breakdown), all in ns."""
     from chakra.analysis import breakdown, resource_intervals
-    from chakra.sim import simulate
+    from chakra.sim import SimOptions, simulate
 
-    res = simulate(
-        list(traces), network, system, record_nodes=True, comm_mode=comm_mode, comm_groups=comm_groups or None
-    )
+    options = SimOptions(record_nodes=True, comm_mode=comm_mode, comm_groups=comm_groups or None)
+    res = simulate(list(traces), network, system, options=options)
     times = res.node_times or {}
     worst = max(res.ranks, key=lambda r: res.ranks[r].finish_ns)
     t = next(t for pos, t in enumerate(traces) if (t.rank if t.rank is not None else pos) == worst)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Optional
 
-from chakra.sim import load_system, simulate
+from chakra.sim import SimOptions, load_system, simulate
 from chakra.sim.truthcases import build_traces, write_configs
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "data" / "astrasim_truth"
@@ -40,7 +40,7 @@ def run_ours(spec: dict[str, Any], tmp: Path) -> list[Optional[int]]:
     paths = write_configs(spec, tmp)
     system = load_system(paths["system"])
     kwargs: dict[str, Any] = {}
-    accepted = inspect.signature(simulate).parameters
+    accepted = {f.name for f in dataclasses.fields(SimOptions)}
     for key, value in (spec.get("options") or {}).items():
         if key == "injection-scale":
             system.injection_scale = float(value)
