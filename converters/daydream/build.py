@@ -582,13 +582,36 @@ class Builder:
         extra: list[tuple[str, Any]] = []  # per-node attributes on the hot path
         if corr is not None:
             extra.append(("correlation_id", corr))
-        node_type = NodeType.COMP_NODE
+        launch = self._launch_deps(rank, st, ev, nid, e_us, deps, extra)
+        name, node_type = self._gpu_task(rank, ev, nid, launch, deps, attrs, extra)
+        self._stream_deps(rank, st, gpid, dev, sid, corr_key, deps)
+        seen: set[int] = set()
+        ids = []
+        for d, dk in deps:
+            if d not in seen:
+                seen.add(d)
+                ids.append(d)
+                rank.counts[dk] += 1
+        node = _node(st.tmpl[_GPU_KIND[kind]], nid, name, node_type, ids, e_us - s_us, s_us)
+        for attr_name, value in extra:
+            _add(node, attr_name, value)
+        if attrs:
+            set_attrs(node, attrs)
+        self._emit(rank, node, start, end)
+        self._after_gpu(st, gpid, nid, e_us, corr_key)
 
+    def _launch_deps(
+        self, rank: Any, st: Any, ev: tuple, nid: int, e_us: float, deps: list, extra: list
+    ) -> Optional[tuple]:
+        """The launch edge from the API call with this task's correlation id (a blocking copy
+        instead hangs from the call's predecessor, the call waiting for it); returns the launch."""
+        _, _, kind, end, gpid, _dev, _ctx, _sid, corr, _name_id, _nbytes, a, _b, c = ev
+        if gpid is None:
+            gpid = 0
         launch = self.launches.pop((gpid, corr), None) if corr is not None else None
         layer = None
-        held: Optional[Held] = None
         if launch is not None:
-            api_id, api_rank, th, layer, held, api_dep = launch
+            api_id, api_rank, _th, layer, held, api_dep = launch
             if held is not None and held.mode == ("copy",) and kind == K_MEMCPY and self._blocking(held, end, a, c):
                 # a blocking copy: the call waits for the copy, so the copy hangs from the call's predecessor
                 if api_dep is not None and api_rank is rank:
@@ -602,12 +625,20 @@ class Builder:
                     deps.append((api_id, "launch"))
                 else:
                     self.warnings["launch edges across ranks (dropped)"] += 1
-                held = None
         elif corr is not None and corr > 0:
             self.warnings["GPU tasks without their launching API call"] += 1
         if layer is not None:
             extra.append(("layer", layer))
+        return launch
 
+    def _gpu_task(
+        self, rank: Any, ev: tuple, nid: int, launch: Optional[tuple], deps: list, attrs: dict, extra: list
+    ) -> tuple[str, int]:
+        """(name, node type) of a kernel, copy or memset, with its attributes and engine order."""
+        start, _, kind, end, gpid, dev, _ctx, sid, _corr, name_id, nbytes, a, b, c = ev
+        if gpid is None:
+            gpid = 0
+        node_type = NodeType.COMP_NODE
         if kind == K_KERNEL:
             name = self.strings(name_id)
             rank.counts["kernel"] += 1
@@ -632,8 +663,11 @@ class Builder:
             extra.append(("tensor_size", int(nbytes or 0)))
             if a is not None:
                 extra.append(("value", int(a)))
+        return name, node_type
 
-        # stream order (+ the legacy default stream's implicit barrier with blocking streams)
+    def _stream_deps(self, rank: Any, st: Any, gpid: int, dev: Any, sid: Any, corr_key: int, deps: list) -> None:
+        """Stream order (+ the legacy default stream's implicit barrier with blocking streams) and
+        the cudaStreamWaitEvent edges of this stream."""
         if st.last_id is not None:
             deps.append((st.last_id, "stream"))
         if st.flag in (LEGACY_NULL, BLOCKING):
@@ -641,7 +675,6 @@ class Builder:
             for other in self.streams_of[(gpid, dev)]:
                 if other is not st and other.flag == want and other.last_id is not None and other.last_corr < corr_key:
                     deps.append((other.last_id, "stream"))
-        # cudaStreamWaitEvent on this stream
         waits = self.stream_waits.get((gpid, sid))
         if waits:
             keep = []
@@ -657,21 +690,8 @@ class Builder:
             else:
                 del self.stream_waits[(gpid, sid)]
 
-        seen: set[int] = set()
-        ids = []
-        for d, dk in deps:
-            if d not in seen:
-                seen.add(d)
-                ids.append(d)
-                rank.counts[dk] += 1
-        node = _node(st.tmpl[_GPU_KIND[kind]], nid, name, node_type, ids, e_us - s_us, s_us)
-        for attr_name, value in extra:
-            _add(node, attr_name, value)
-        if attrs:
-            set_attrs(node, attrs)
-        self._emit(rank, node, start, end)
-
-        # update stream state, open event markers and held syncs
+    def _after_gpu(self, st: Any, gpid: int, nid: int, e_us: float, corr_key: int) -> None:
+        """Update the stream's state, its open event markers and the syncs held for it."""
         st.last_id, st.last_end, st.last_corr = nid, e_us, corr_key
         if st.markers:
             keep_m = []
