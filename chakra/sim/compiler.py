@@ -11,7 +11,7 @@ Byte-identical rank files share one compiled copy (`for_rank`).
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -89,6 +89,20 @@ class RankEngine:
         self.ids = table.ids
         self.names = table.names if names else None
         types = table.types.astype(np.int16)
+        kind, delay, replay_ns = self._timing(table, system, types)
+        # Situations where ASTRA-sim stops or aborts (we still answer; the caller prints one line each).
+        self.warnings: list[str] = []
+        if int((types == NodeType.METADATA_NODE).sum()):
+            self.warnings.append(
+                "METADATA node(s): ASTRA-sim 2.x aborts at t=0 on them ('Invalid node_type'); here they take 0 ns"
+            )
+        info, replayed = self._comm_info(table, kind, delay, replay_ns, system, comm_mode)
+        self._layout(table, kind, delay, types, info, replayed, compat, slots)
+
+    def _timing(self, table: Any, system: Any, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(engine kind code, delay ns, recorded duration ns) per row: compute nodes take their
+        recorded duration, or the roofline time when the system config enables it."""
+        n = self.n
         is_cpu = table.is_cpu if table.is_cpu is not None else np.zeros(n, np.int8)
         dur = table.dur_us
         replay_ns = np.where(dur > 0, dur * 1000, 1).astype(np.int64)
@@ -107,60 +121,35 @@ class RankEngine:
                 perf = np.minimum(system.local_mem_bw * 1e9 * oi, system.peak_perf * 1e12)
                 roof = np.where((tsz > 0) & (perf > 0), np.floor(ops / np.where(perf > 0, perf, 1) * 1e9), 0)
             delay[gpu] = roof[gpu].astype(np.int64)
-        # Situations where ASTRA-sim stops or aborts (we still answer; the caller prints one line each).
-        self.warnings: list[str] = []
-        if int((types == NodeType.METADATA_NODE).sum()):
-            self.warnings.append(
-                "METADATA node(s): ASTRA-sim 2.x aborts at t=0 on them ('Invalid node_type'); here they take 0 ns"
-            )
+        return kind, delay, replay_ns
+
+    def _comm_info(
+        self, table: Any, kind: np.ndarray, delay: np.ndarray, replay_ns: np.ndarray, system: Any, comm_mode: str
+    ) -> tuple[dict[int, tuple], int]:
+        """(row -> what its communication or memory access needs, collectives replayed): reads the
+        sparse attributes; rows the simulator cannot model become replays of their duration."""
         # Communication attributes (sparse: only comm/mem nodes carry them).
         info: dict[int, tuple] = {}
         replay_all = system.replay_only or comm_mode == "replay"
         replayed = 0
         for row, attrs in table.sparse.items():
             k = int(kind[row])
-            nid = int(table.ids[row])
-            where = f"{self.path} node {nid}"
             if k == K_COLL:
-                ctype = _int(attrs.get("comm_type"), None)
-                if ctype in UNSUPPORTED and not replay_all:
-                    self.warnings.append(
-                        f"{collective_name(ctype)} collective(s): ASTRA-sim does not implement them and never "
-                        "finishes the rank; here they are replayed from duration_micros"
-                    )
-                if replay_all or ctype not in MODELLED or "comm_size" not in attrs:
+                got = self._coll_info(attrs, replay_all)
+                if got is None:
                     # BROADCAST (as ASTRA-sim), other types ASTRA-sim cannot simulate, and
                     # collectives without comm_type/comm_size are replayed from duration_micros.
                     kind[row] = K_REPLAY
                     delay[row] = replay_ns[row]
                     replayed += 0 if replay_all else 1
                     continue
-                pg = attrs.get("pg_name")
-                pg = "" if pg is None or isinstance(pg, (list, bytes)) else str(pg)
-                inv = attrs.get("involved_dim")
-                inv_t = tuple(bool(x) for x in inv) if isinstance(inv, list) and inv else None
-                # members are filled in by resolve_groups once every rank's METADATA is known
-                info[row] = (ctype, max(0, _int(attrs.get("comm_size"), 0)), pg, (), inv_t)
+                info[row] = got
             elif k in (K_SEND, K_RECV):
                 if replay_all:
                     kind[row] = K_REPLAY
                     delay[row] = replay_ns[row]
                     continue
-                if k == K_SEND:
-                    peer = _int(attrs.get("comm_dst"), None)
-                    src = _int(attrs.get("comm_src"), rank)
-                    if peer is None:
-                        raise ConfigError(f"{where}: COMM_SEND_NODE without comm_dst")
-                    if src != rank:
-                        raise ConfigError(f"{where}: send with comm_src={src} in rank {rank}'s trace")
-                else:
-                    peer = _int(attrs.get("comm_src"), None)
-                    dst = _int(attrs.get("comm_dst"), rank)
-                    if peer is None:
-                        raise ConfigError(f"{where}: COMM_RECV_NODE without comm_src")
-                    if dst != rank:
-                        raise ConfigError(f"{where}: recv with comm_dst={dst} in rank {rank}'s trace")
-                info[row] = (peer, _int(attrs.get("comm_tag"), 0), max(0, _int(attrs.get("comm_size"), 0)))
+                info[row] = self._p2p_info(k, attrs, f"{self.path} node {int(table.ids[row])}")
             elif k == K_MEM:
                 loc = attrs.get("tensor_loc")
                 local = loc in (0, "local", "LOCAL", "Local") or (isinstance(loc, str) and loc.lower() == "local")
@@ -184,6 +173,57 @@ class RankEngine:
             if system.replay_only:
                 kind[row] = K_REPLAY
                 delay[row] = replay_ns[row]
+        return info, replayed
+
+    def _coll_info(self, attrs: dict, replay_all: bool) -> Optional[tuple]:
+        """(type, size, pg name, members, involved dims) of a modelled collective, None to replay it."""
+        ctype = _int(attrs.get("comm_type"), None)
+        if ctype in UNSUPPORTED and not replay_all:
+            self.warnings.append(
+                f"{collective_name(ctype)} collective(s): ASTRA-sim does not implement them and never "
+                "finishes the rank; here they are replayed from duration_micros"
+            )
+        if replay_all or ctype not in MODELLED or "comm_size" not in attrs:
+            return None
+        pg = attrs.get("pg_name")
+        pg = "" if pg is None or isinstance(pg, (list, bytes)) else str(pg)
+        inv = attrs.get("involved_dim")
+        inv_t = tuple(bool(x) for x in inv) if isinstance(inv, list) and inv else None
+        # members are filled in by resolve_groups once every rank's METADATA is known
+        return (ctype, max(0, _int(attrs.get("comm_size"), 0)), pg, (), inv_t)
+
+    def _p2p_info(self, k: int, attrs: dict, where: str) -> tuple:
+        """(peer, tag, size) of a send or receive, which must name this rank as its own end."""
+        rank = self.rank
+        if k == K_SEND:
+            peer = _int(attrs.get("comm_dst"), None)
+            src = _int(attrs.get("comm_src"), rank)
+            if peer is None:
+                raise ConfigError(f"{where}: COMM_SEND_NODE without comm_dst")
+            if src != rank:
+                raise ConfigError(f"{where}: send with comm_src={src} in rank {rank}'s trace")
+        else:
+            peer = _int(attrs.get("comm_src"), None)
+            dst = _int(attrs.get("comm_dst"), rank)
+            if peer is None:
+                raise ConfigError(f"{where}: COMM_RECV_NODE without comm_src")
+            if dst != rank:
+                raise ConfigError(f"{where}: recv with comm_dst={dst} in rank {rank}'s trace")
+        return (peer, _int(attrs.get("comm_tag"), 0), max(0, _int(attrs.get("comm_size"), 0)))
+
+    def _layout(
+        self,
+        table: Any,
+        kind: np.ndarray,
+        delay: np.ndarray,
+        types: np.ndarray,
+        info: dict[int, tuple],
+        replayed: int,
+        compat: bool,
+        slots: tuple[int, int, int],
+    ) -> None:
+        """The compiled arrays the engine runs on: kinds, resource slots, delays, children."""
+        n = self.n
         self.replayed = replayed
         slot = np.full(n, S_COMM, dtype=np.int8)
         slot[kind == K_CPU] = S_CPU
