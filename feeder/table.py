@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
@@ -82,6 +82,21 @@ class NodeTable:
         if i < len(self.ids) and self.ids[i] == node_id:
             return i
         return -1
+
+
+def _cpu_flag_from_bytes(raw: bytes) -> Optional[int]:
+    """is_cpu_op of a compute node read from its serialized bytes, when they settle it (no
+    num_ops/tensor_size, at most one conventional is_cpu_op): 1, 0, or None to decode it."""
+    if b"num_ops" in raw or b"tensor_size" in raw:
+        return None
+    c = raw.count(b"is_cpu_op")
+    if c == 0:
+        return 0
+    if c == 1 and _CPU_TRUE in raw:
+        return 1
+    if c == 1 and _CPU_FALSE in raw:
+        return 0
+    return None
 
 
 class _Builder:
@@ -163,8 +178,15 @@ class _Builder:
                 self.edge_child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int32), lens).tobytes())
         if self.names is not None:
             self.names.extend([n.name for n in nodes])
-        if not self.attrs:
-            return
+        if self.attrs:
+            self._add_attrs(nodes, types, pos, framed, blob)
+
+    def _add_attrs(
+        self, nodes: Any, types: Sequence[int], pos: int, framed: Optional[list], blob: Optional[bytes]
+    ) -> None:
+        """The simulator's columns (is_cpu_op, num_ops, tensor_size) and the sparse attributes of
+        comm/mem nodes, decoding only the nodes whose bytes can hold one."""
+        k = len(nodes)
         is_cpu = [0] * k
         num_ops = [0] * k
         tsize = [0] * k
@@ -183,21 +205,12 @@ class _Builder:
             n = nodes[j]
             ntype = types[j]
             if ntype == 1:
-                if n.HasField("inputs") and n.inputs.values:
-                    self.metadata_inputs.append(n.inputs.values)
-                for attr in n.attr:
-                    if attr.name == "process_groups" and attr.WhichOneof("value") == "string_val":
-                        self.metadata_inputs.append(attr.string_val)
+                self._note_metadata(n)
             if framed is not None:
-                raw = framed[j]
-                if ntype == 4 and b"num_ops" not in raw and b"tensor_size" not in raw:
-                    c = raw.count(b"is_cpu_op")
-                    if c == 0:
-                        continue
-                    if c == 1 and _CPU_TRUE in raw:
-                        is_cpu[j] = 1
-                        continue
-                    if c == 1 and _CPU_FALSE in raw:
+                if ntype == 4:
+                    cpu = _cpu_flag_from_bytes(framed[j])
+                    if cpu is not None:  # the bytes told all there is to know
+                        is_cpu[j] = cpu
                         continue
             elif not n.attr:
                 continue
@@ -218,6 +231,14 @@ class _Builder:
         self.is_cpu.extend(is_cpu)
         self.num_ops.extend(num_ops)
         self.tensor_size.extend(tsize)
+
+    def _note_metadata(self, n: Any) -> None:
+        """A METADATA node's process-group text (inputs, or a process_groups attribute)."""
+        if n.HasField("inputs") and n.inputs.values:
+            self.metadata_inputs.append(n.inputs.values)
+        for attr in n.attr:
+            if attr.name == "process_groups" and attr.WhichOneof("value") == "string_val":
+                self.metadata_inputs.append(attr.string_val)
 
     def finish(self, missing_deps: str = "error") -> NodeTable:
         """Columns in ascending-id order and the CSR child lists, built with bulk numpy operations.
