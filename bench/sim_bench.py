@@ -39,8 +39,10 @@ from chakra.io import TraceWriter
 from chakra.schema import CollectiveType, NodeType
 from chakra.sim import simulate
 from chakra.sim.config import NetworkConfig, bundled_config_dir
-from chakra.sim.truthcases import find_binaries, finish_cycles
 from chakra.trace import make_metadata, make_node
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tools.truthcases
+from tools.truthcases import find_binaries, finish_cycles  # noqa: E402
 
 
 def write_rank_files(prefix: Path, ranks: int, nodes: int, chained: bool, distinct: bool = False) -> None:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The ASTRA-sim truth-case specs (tools/truthcases.py) are test and tool support, not part of the
+# installed package: the tests import them as `tools.truthcases` from the repository root.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def find_samples() -> Path:

@@ -4,7 +4,7 @@
     .venv/bin/python tools/astrasim_truth.py [--bin DIR] [--out tests/data/astrasim_truth]
                                               [--jobs 2] [--only CLASS ...] [--timeout 5]
 
-Each case (a compact spec, see `chakra/sim/truthcases.py`) is written to a temp folder as
+Each case (a compact spec, see `tools/truthcases.py`) is written to a temp folder as
 `PREFIX.<rank>.et` traces plus network/system/memory/comm-group configs, run through the real
 analytical binary of its backend, and recorded as `{"status", "finish", "exposed", "message"}`:
 
@@ -36,7 +36,7 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chakra.sim.truthcases import (  # noqa: E402
+from tools.truthcases import (  # noqa: E402
     BINARY_NAMES,
     binary_args,
     find_binaries,
@@ -795,7 +795,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 summary[cls][res["status"]] += 1
             doc = {
                 "about": "ASTRA-sim 2.x analytical (astra-sim 518bd513, network 599a0473) results; "
-                "regenerate with tools/astrasim_truth.py; specs: chakra/sim/truthcases.py",
+                "regenerate with tools/astrasim_truth.py; specs: tools/truthcases.py",
                 "class": cls,
                 "cases": cases,
             }

@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 from chakra.io import write_trace
-from chakra.sim.truthcases import find_binaries, finish_cycles
 from chakra.trace import Trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tools.truthcases
+from tools.truthcases import find_binaries, finish_cycles  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

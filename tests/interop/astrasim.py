@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from chakra.sim.truthcases import BINARY_NAMES, find_binaries, finish_cycles
+from tools.truthcases import BINARY_NAMES, find_binaries, finish_cycles
 
 BINARIES = tuple(BINARY_NAMES.values())
 

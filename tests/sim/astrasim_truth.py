@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chakra.sim import SimOptions, load_system, simulate
-from chakra.sim.truthcases import build_traces, write_configs
+from tools.truthcases import build_traces, write_configs
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "data" / "astrasim_truth"
 REL_TOL = 1e-3  # per rank, 0.1%

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from chakra.schema import CollectiveType, NodeType
-from chakra.sim.truthcases import BASE_SYSTEM
 from chakra.trace import Trace, make_node
+from tools.truthcases import BASE_SYSTEM
 
 RT = "astrasim/configs_rt_template"
 

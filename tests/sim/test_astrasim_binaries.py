@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from chakra.sim.truthcases import BINARY_NAMES, find_binaries
 from tests.sim.astrasim_truth import load_table
+from tools.truthcases import BINARY_NAMES, find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = find_binaries()

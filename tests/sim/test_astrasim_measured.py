@@ -250,8 +250,8 @@ def test_matches_astrasim_per_rank(case, tmp_path):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_cases_still_match_the_binary(case, tmp_path):
     """The recorded numbers are what the binary says today (skipped without the binaries)."""
-    from chakra.sim.truthcases import find_binaries
     from tools.sim_vs_astrasim import run_astrasim
+    from tools.truthcases import find_binaries
 
     if find_binaries() is None:
         pytest.skip("ASTRA-sim binaries not found (set ASTRA_SIM_BIN)")

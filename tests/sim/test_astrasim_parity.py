@@ -2,7 +2,7 @@
 
 The table holds ASTRA-sim 2.x's own per-rank finish times for ~2,500 small cases, recorded by
 `tools/astrasim_truth.py` from the real analytical binaries; the traces and configs are rebuilt
-here from each case's spec (`chakra/sim/truthcases.py`), so no binary is needed.
+here from each case's spec (`tools/truthcases.py`), so no binary is needed.
 
 - finishing cases: our per-rank finish must be within 0.1% of ASTRA-sim's, for every rank. One
   test per feature class; a failure lists, per backend and sub-feature, how many cases differ,
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from chakra.errors import ChakraError
-from chakra.sim.truthcases import write_case
 from tests.sim.astrasim_truth import Unsupported, load_table, run_ours, within
+from tools.truthcases import write_case
 
 TABLE = load_table()
 WORST_SHOWN = 4
