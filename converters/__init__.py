@@ -52,7 +52,20 @@ PREFIX_BYTES = 64 * 1024
 #: A tar whose first members are all something else is not searched further.
 _TAR_MEMBERS = 64
 
-__all__ = ["PLUGINS", "PREFIX_BYTES", "ConversionResult", "load", "plugins", "read_prefix", "detect", "detect_format"]
+__all__ = ["PLUGINS", "PREFIX_BYTES", "ConversionResult", "load", "plugins", "read_prefix", "detect", "detect_format",
+           "lazy_exports"]  # fmt: skip
+
+
+def lazy_exports(package: str, table: dict[str, str]) -> Any:
+    """A module `__getattr__` serving `table`'s names (name -> submodule of `package`) on first
+    use, so that a plugin module stays cheap to import: `__getattr__ = lazy_exports(...)`."""
+
+    def __getattr__(name: str) -> Any:
+        if name in table:
+            return getattr(importlib.import_module(f"{package}.{table[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def load(name: str) -> Optional[ModuleType]:

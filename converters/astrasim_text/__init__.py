@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
+from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
 from chakra.errors import InputError, TraceFormatError
 
@@ -94,9 +95,4 @@ def add_cli(app) -> None:
     register(app, convert)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"chakra.converters.astrasim_text.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports("chakra.converters.astrasim_text", _LAZY)

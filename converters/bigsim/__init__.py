@@ -9,11 +9,11 @@ below are imported on first use so that listing the formats stays cheap.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
 
 NAME = "bigsim"
@@ -118,10 +118,7 @@ def add_cli(app) -> None:
     register(app, convert)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"chakra.converters.bigsim.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports("chakra.converters.bigsim", _LAZY)
 
 
 __all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "accept_dir", "convert", "add_cli", "write_traces",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from chakra.converters import lazy_exports
 from chakra.converters.result import DEFAULT_MAX_RANKS, ConversionResult
 from chakra.errors import InputError
 
@@ -34,12 +35,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"chakra.converters.flexflow.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports("chakra.converters.flexflow", _LAZY)
 
 
 NAME = "flexflow"

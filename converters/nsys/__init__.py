@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
+from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
 
 NAME = "nsys"
@@ -64,9 +65,4 @@ def add_cli(app) -> None:
     register(app, convert)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"chakra.converters.daydream.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports("chakra.converters.daydream", _LAZY)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
 
 NAME = "pytorch"
@@ -83,12 +84,7 @@ def add_cli(app) -> None:
     register(app, convert)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"chakra.converters.pytorch.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports("chakra.converters.pytorch", _LAZY)
 
 
 __all__ = ["NAME", "DESCRIPTION", "EXTENSIONS", "accept", "convert", "add_cli", "convert_files", "convert_rank",
