@@ -14,12 +14,12 @@ from .bad_input import FUZZ, assert_clean_error
 
 # minimized fuzzer input -> the place the error must name
 CASES = {
-    "OverflowError_converters_nsys_cupti_json_py_346": "(line 1): bad SYNCHRONIZATION record: field 'correlationId'",
-    "RecursionError_converters_nsys_cupti_json_py_393": f"(message 0): JSON nested deeper than {MAX_DEPTH} levels",
-    "TypeError_converters_nsys_build_py_107": "(line 1): bad MEMSET record: field 'correlationId' must be an integer",
-    "ValueError_converters_nsys_build_py_97": "(line 1): bad RUNTIME record: ends before it starts (15 < 2647)",
-    "ValueError_converters_nsys_build_py_98": "(line 1): bad RUNTIME record: field 'start' must be an integer from 0",
-    "sqlite3_ProgrammingError_converters_nsys_cupti_json_py_346": "(message 0): bad RUNTIME record: field",
+    "synchronization_correlation_id_too_big": "(line 1): bad SYNCHRONIZATION record: field 'correlationId'",
+    "nested_too_deep": f"(message 0): JSON nested deeper than {MAX_DEPTH} levels",
+    "memset_correlation_id_not_integer": "(line 1): bad MEMSET record: field 'correlationId' must be an integer",
+    "runtime_ends_before_start": "(line 1): bad RUNTIME record: ends before it starts (15 < 2647)",
+    "runtime_start_not_integer": "(line 1): bad RUNTIME record: field 'start' must be an integer from 0",
+    "runtime_bad_field_json_array": "(message 0): bad RUNTIME record: field",
 }  # fmt: skip
 
 

@@ -15,7 +15,7 @@ LEGACY = FUZZ.parent / "flexflow" / "legacy_npu.dot"
 
 def test_huge_device_id_is_refused_not_allocated(run_cli, tmp_path):
     """npu=710186142643 once hung the converter and then ran out of memory."""
-    dot = FUZZ / "flexflow" / "HANG_flexflow_convert" / "taskgraph.dot"
+    dot = FUZZ / "flexflow" / "huge_device_id" / "taskgraph.dot"
     result = run_cli("convert", "flexflow", str(dot), "--placement", "*=0", "-o", str(tmp_path / "o"))
     assert_clean_error(
         result, tmp_path, f"{dot} (line 5): node n3 uses device 710186142643", f"over the limit of {MAX_NPUS}",

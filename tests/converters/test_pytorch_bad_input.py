@@ -13,17 +13,17 @@ from .bad_input import FUZZ, assert_clean_error
 
 # minimized fuzzer input -> the place the error must name
 CASES = {
-    "IndexError_converters_pytorch_wire_py_143": "node #0: attr 'fw_parent' must be an integer from 0 to 2**63-1",
-    "TypeError_converters_pytorch_dag_py_121": "trace_et.json: node #671: attr 'tid' must be an integer",
-    "TypeError_converters_pytorch_emit_py_266": "node #0: attr 'seq_id' must be an integer from -1 to 2**63-1",
-    "TypeError_converters_pytorch_emit_py_269": "node #0: attr 'scope' must be an integer",
-    "TypeError_converters_pytorch_emit_py_273": "node #0: attr 'fw_tid' must be an integer",
-    "TypeError_converters_pytorch_emit_py_275": "node #28: attr 'op_schema' must be a string",
-    "TypeError_converters_pytorch_emit_py_280": "node #0: attr 'kernel_file' must be str",
-    "TypeError_converters_pytorch_link_py_27": "kineto.json: traceEvents[0]: Expected `int`, got `array`",
-    "TypeError_converters_pytorch_link_py_39": "node #0: attr 'rf_id' must be an integer",
-    "TypeError_converters_pytorch_wire_py_142": "node #0: attr 'fw_parent' must be an integer",
-    "TypeError_converters_pytorch_wire_py_39": "node #585: attr 'seq_id' must be an integer",
+    "fw_parent_out_of_range": "node #0: attr 'fw_parent' must be an integer from 0 to 2**63-1",
+    "tid_not_integer": "trace_et.json: node #671: attr 'tid' must be an integer",
+    "seq_id_out_of_range": "node #0: attr 'seq_id' must be an integer from -1 to 2**63-1",
+    "scope_not_integer": "node #0: attr 'scope' must be an integer",
+    "fw_tid_not_integer": "node #0: attr 'fw_tid' must be an integer",
+    "op_schema_not_string": "node #28: attr 'op_schema' must be a string",
+    "kernel_file_not_string": "node #0: attr 'kernel_file' must be str",
+    "kineto_int_field_is_array": "kineto.json: traceEvents[0]: Expected `int`, got `array`",
+    "rf_id_not_integer": "node #0: attr 'rf_id' must be an integer",
+    "fw_parent_not_integer": "node #0: attr 'fw_parent' must be an integer",
+    "seq_id_not_integer": "node #585: attr 'seq_id' must be an integer",
 }  # fmt: skip
 
 
