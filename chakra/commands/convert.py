@@ -58,7 +58,7 @@ def convert_auto(
         info(f"detected format: [bold]{fmt}[/]", quiet or json_out)
         module = converters.load(fmt)
         assert module is not None  # detect_format only names formats that loaded
-        result = module.convert(list(inputs), output, quiet=quiet or json_out)
+        result = module.convert(list(inputs), output)
         for message in result.warnings:
             warn(message)
         if json_out:

@@ -80,7 +80,7 @@ def dejsonize(
         else:  # several inputs: OUTPUT is a PREFIX (a trailing ".et" the user typed is not part of it)
             prefix = Path(_strip(str(output)))
             name = lambda _src, rank: rank_path(prefix, rank)  # noqa: E731
-        print_written(write_et(sources, name, quiet=quiet), quiet)
+        print_written(write_et(sources, name), quiet)
 
 
 def register(app: typer.Typer) -> None:

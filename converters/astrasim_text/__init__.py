@@ -55,7 +55,6 @@ def convert(
     dims: Optional[Sequence[int]] = None,
     model_group: Optional[int] = None,
     max_npus: Optional[int] = None,
-    quiet: bool = False,
 ) -> ConversionResult:
     """Convert one workload into PREFIX.<npu>.et (+ PREFIX.comm_groups.json).
 

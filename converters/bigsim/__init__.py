@@ -99,12 +99,10 @@ def convert(
     workers_per_node: Optional[int] = None,
     serialize: bool = False,
     on_progress: Optional[Callable[[int, int], None]] = None,
-    quiet: bool = True,
 ) -> ConversionResult:
     """Read the logs the inputs name, write PREFIX.<proc>.et; the summary is `ConversionSummary.to_json()`.
 
-    Progress goes to `on_progress(done, total)` (the CLI draws the bar); `quiet` is accepted for the
-    plugin contract and has nothing to silence here."""
+    Progress goes to `on_progress(done, total)` (the CLI draws the bar)."""
     from chakra.converters.bigsim.inputs import load_logs
 
     log = load_logs([Path(p) for p in inputs], prefer_detail=prefer_detail, workers_per_node=workers_per_node)

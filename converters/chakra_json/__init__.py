@@ -23,7 +23,7 @@ def accept(prefix: bytes) -> bool:
     return head[:1] == b"{" and (b'"chakra-et-json/' in head or b'"workload_graph"' in head)
 
 
-def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, quiet: bool = False) -> ConversionResult:
+def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path]) -> ConversionResult:
     """Read each JSON trace and write it as `.et` at `output(source, rank)`.
 
     The rank is the document's own, else the number in the file name, else the input's position.
@@ -57,11 +57,11 @@ def write_et(sources: Sequence[Path], output: Callable[[Path, int], Path], *, qu
     return ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, [])
 
 
-def convert(inputs: Sequence[Path], prefix: Path, *, quiet: bool = False) -> ConversionResult:
+def convert(inputs: Sequence[Path], prefix: Path) -> ConversionResult:
     """Write PREFIX.<rank>.et for every JSON trace."""
     from chakra.io import rank_path
 
-    return write_et(inputs, lambda _src, rank: rank_path(prefix, rank), quiet=quiet)
+    return write_et(inputs, lambda _src, rank: rank_path(prefix, rank))
 
 
 def add_cli(app) -> None:

@@ -25,4 +25,4 @@ def register(app: typer.Typer, convert: Callable[..., Any], help_text: str) -> N
         quiet: bool = QuietOption,
     ) -> None:
         with handle_errors():
-            print_written(convert(list(inputs), output, quiet=quiet), quiet)
+            print_written(convert(list(inputs), output), quiet)

@@ -75,7 +75,6 @@ def convert(
     gaps: bool = True,
     copy_engine_order: bool = True,
     progress: Optional[Callable[[str, int], None]] = None,
-    quiet: bool = False,
 ) -> ConversionResult:
     """Convert CUPTI record files with the nsys task graph (same options as `convert nsys`)."""
     from chakra.converters.daydream.driver import plugin_result

@@ -173,7 +173,6 @@ def convert(
     bandwidth_gbps: Optional[float] = None,
     latency_us: float = 0.0,
     max_npus: int = DEFAULT_MAX_RANKS,
-    quiet: bool = False,
 ) -> ConversionResult:
     """Convert one task-graph .dot file (without a placement an upstream export lands on one NPU, with a warning)."""
     if len(inputs) != 1:

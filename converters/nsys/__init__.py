@@ -40,7 +40,6 @@ def convert(
     gaps: bool = True,
     copy_engine_order: bool = True,
     progress: Optional[Callable[[str, int], None]] = None,
-    quiet: bool = False,
 ) -> ConversionResult:
     """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
     from chakra.converters.daydream.driver import convert_reports, plugin_result

@@ -58,7 +58,6 @@ def convert(
     io: bool = True,
     jobs: int = 0,
     metadata_node: bool = False,
-    quiet: bool = False,
 ) -> ConversionResult:
     """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank)."""
     from chakra.converters.pytorch.driver import Options, convert_files

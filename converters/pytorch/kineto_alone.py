@@ -26,13 +26,11 @@ def accept(prefix: bytes) -> bool:
     return sniff_kineto_head(prefix)
 
 
-def convert(
-    inputs: Sequence[Path], prefix: Path, *, gap_min_us: float = 1.0, jobs: int = 0, quiet: bool = False
-) -> ConversionResult:
+def convert(inputs: Sequence[Path], prefix: Path, *, gap_min_us: float = 1.0, jobs: int = 0) -> ConversionResult:
     """Convert Kineto traces, one per rank (no Execution Trace)."""
     from chakra.converters.pytorch import convert as convert_pytorch
 
-    return convert_pytorch([], prefix, kineto=inputs, gap_min_us=gap_min_us, io=True, jobs=jobs, quiet=quiet)
+    return convert_pytorch([], prefix, kineto=inputs, gap_min_us=gap_min_us, io=True, jobs=jobs)
 
 
 def batch_tasks(*args, **kwargs):

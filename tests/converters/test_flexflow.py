@@ -186,7 +186,7 @@ def test_sniff_and_auto(tmp_path: Path) -> None:
     txt = tmp_path / "w.txt"
     txt.write_text("DATA\n1\nx -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
     assert detect(txt) == ["text"]
-    written = ff.convert([MP2], tmp_path / "auto", quiet=True).paths
+    written = ff.convert([MP2], tmp_path / "auto").paths
     assert [p.name for p in written] == ["auto.0.et"]
 
 

@@ -27,7 +27,7 @@ def pytorch_jobs(samples_dir, tmp_path_factory):
     for name in ("ddp2", "collectives2"):
         src = samples_dir / "pytorch" / name
         inputs = [src / f"et.{r}.json" for r in (0, 1)] + [src / f"kineto.{r}.json" for r in (0, 1)]
-        convert(inputs, out / name, quiet=True)
+        convert(inputs, out / name)
         jobs[name] = read_traces([out / name])
     return jobs, out
 

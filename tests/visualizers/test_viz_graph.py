@@ -256,7 +256,7 @@ def test_converted_pytorch_mlp_sample(samples_dir, tmp_path):
     import chakra.converters.pytorch as pytorch
 
     mlp = samples_dir / "pytorch" / "mlp"
-    written = pytorch.convert([mlp / "et.0.json", mlp / "kineto.0.json"], tmp_path / "mlp", quiet=True).paths
+    written = pytorch.convert([mlp / "et.0.json", mlp / "kineto.0.json"], tmp_path / "mlp").paths
     traces = read_traces([str(p) for p in written])
     n = sum(len(t.nodes) for t in traces)
     t0 = time.perf_counter()

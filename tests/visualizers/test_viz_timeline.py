@@ -279,7 +279,7 @@ def test_converted_pytorch_trace_timeline(samples_dir, tmp_path):
     import chakra.converters.pytorch as pytorch
 
     mlp = samples_dir / "pytorch" / "mlp"
-    written = pytorch.convert([mlp / "et.0.json", mlp / "kineto.0.json"], tmp_path / "mlp", quiet=True).paths
+    written = pytorch.convert([mlp / "et.0.json", mlp / "kineto.0.json"], tmp_path / "mlp").paths
     traces = read_traces([str(p) for p in written])
     result = timeline_from_traces(traces, tmp_path / "mlp.json")
     doc = _load(tmp_path / "mlp.json")

@@ -81,7 +81,7 @@ def _convert(name: str, inputs: list[Path], prefix: Path) -> str:
     import importlib
 
     mod = importlib.import_module(f"chakra.converters.{name}")
-    mod.convert(inputs, prefix, quiet=True)
+    mod.convert(inputs, prefix)
     return str(prefix)
 
 
