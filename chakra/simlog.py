@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from chakra.errors import TraceFormatError
+from chakra.files import is_special
 from chakra.io import input_file_errors
 
 _KEYED_RE = re.compile(
@@ -159,6 +160,8 @@ def _clip(text: str, width: int = 80) -> str:
 
 def looks_like_log(path: Union[str, Path]) -> bool:
     """Cheap sniff: text whose first kilobytes hold an issue/callback record."""
+    if is_special(path):  # a FIFO would block the sniff; the reader says what it is
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(65536)

@@ -21,7 +21,8 @@ from typing import Any, Optional
 
 import yaml
 
-from chakra.errors import ConfigError
+from chakra.errors import ConfigError, InputError
+from chakra.files import read_bounded
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "sweep_grid.schema.json"
 NETWORK_KEYS = ("topology", "npus_count", "bandwidth", "latency")
@@ -96,9 +97,9 @@ class Grid:
 def load_grid(path: Path) -> Grid:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such grid file") from None
+        data = yaml.safe_load(read_bounded(path, "sweep grid (YAML)").decode("utf-8"))
+    except InputError as exc:
+        raise ConfigError(str(exc).replace(": no such file", ": no such grid file")) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not a readable YAML grid ({str(exc).splitlines()[0]})") from None
     if data is None:

@@ -34,6 +34,7 @@ import yaml
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
 from chakra.errors import ChakraError, InputError, excerpt
+from chakra.files import check_input, is_special, read_bounded
 from chakra.io import input_file_errors
 
 _UNITS = {
@@ -97,6 +98,8 @@ def parse_quantity(value: Any, what: str = "value") -> float:
 def load_spec(path: Union[str, Path]) -> Workload:
     """Build the Workload a `.yaml`/`.yml`/`.json` or `.py` spec file describes."""
     path = Path(path)
+    if is_special(path):
+        check_input(path, "spec file")
     if not path.is_file():
         raise InputError(f"{path}: no such spec file")
     if path.suffix == ".py":
@@ -104,7 +107,7 @@ def load_spec(path: Union[str, Path]) -> Workload:
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         try:
             with input_file_errors(path, "spec file"):
-                text = path.read_text(encoding="utf-8")
+                text = read_bounded(path, "spec file").decode("utf-8")
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)

@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from chakra.errors import ConfigError, excerpt
+from chakra.files import read_bounded
 from chakra.io import input_file_errors
 
 PathLike = Union[str, os.PathLike]
@@ -144,7 +145,7 @@ def _read_text(path: PathLike, what: str) -> str:
     p = Path(path)
     try:
         with input_file_errors(p, f"{what} config file"):
-            return p.read_text()
+            return read_bounded(p, f"{what} config file").decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: cannot read {what} config (not UTF-8 text)") from None
 
