@@ -220,7 +220,7 @@ def detect_format(inputs: list[Path]) -> str:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file")
         if is_special(path):  # reading a FIFO's or device's head would block or never end
-            check_input(path)
+            check_input(path, "trace file")
         found = detect(path)
         if not found:
             names = ", ".join(PLUGINS)

@@ -555,20 +555,22 @@ def export_astrasim(
 
     from chakra.commgroups import comm_groups_path, write_comm_groups
     from chakra.export.configs import write_configs
-    from chakra.io import write_rank_traces
+    from chakra.io import output_set, write_rank_traces
 
     traces = ordered(traces)
     p = plan(traces, file_groups, unsupported=unsupported, broadcast=broadcast)
     fixed = apply(traces, p, missing_deps)
     npus = len(fixed)
     groups_path = comm_groups_path(out) if p.groups else None
-    # configs first: they are checked (rank count, backend limits) before any trace is written
-    run = write_configs(
-        Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
-    )
-    if p.missing and missing_deps == "drop":
-        p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
-    files = write_rank_traces(out, fixed)
-    written = write_comm_groups(out, p.groups)
+    # One set: configs, traces and comm groups all appear, or none does (a full disk included).
+    with output_set():
+        # configs first: they are checked (rank count, backend limits) before any trace is written
+        run = write_configs(
+            Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
+        )
+        if p.missing and missing_deps == "drop":
+            p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
+        files = write_rank_traces(out, fixed)
+        written = write_comm_groups(out, p.groups)
     run.comm_groups = written
     return ExportResult(p, files, run)
