@@ -35,7 +35,7 @@ from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
-from chakra.trace import Trace
+from chakra.trace import Trace, rank_set_problem
 
 #: Collectives ASTRA-sim moves through its network model.
 NETWORK_COLLECTIVES = frozenset(
@@ -437,8 +437,9 @@ def ordered(traces: list[Trace]) -> list[Trace]:
     """The traces sorted by rank; ranks must be 0..N-1 (the file names ASTRA-sim opens)."""
     pairs = sorted(((_rank(t, i), i) for i, t in enumerate(traces)))
     ranks = [r for r, _ in pairs]
-    if ranks != list(range(len(traces))):
-        raise InputError(f"rank numbers must be 0..{len(traces) - 1} without gaps or repeats, got {ranks[:10]}")
+    problem = rank_set_problem(ranks)
+    if problem:
+        raise InputError(problem)
     return [traces[i] for _, i in pairs]
 
 
