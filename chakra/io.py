@@ -28,7 +28,7 @@ from typing import IO, BinaryIO, Optional, Union
 from google.protobuf.message import DecodeError
 
 from chakra.compression import open_input
-from chakra.errors import InputError, OutputError, TraceFormatError
+from chakra.errors import InputError, OutputError, TraceFormatError, excerpt
 from chakra.files import WRITE_ERRNOS, check_input, create_temp, is_special, remove_stale_temps, write_error
 from chakra.schema import pb
 from chakra.trace import Trace
@@ -36,6 +36,7 @@ from chakra.trace import Trace
 PathLike = Union[str, os.PathLike]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)$")
 MAX_MESSAGE_BYTES = (2 << 30) - 1  # protobuf cannot parse a bigger message
 MAX_EMPTY_MESSAGES = 1000
@@ -464,6 +465,10 @@ def check_output_path(path: PathLike) -> Path:
     file. Outputs must also never replace an input of the same command.
     """
     path = Path(path)
+    if _CONTROL_RE.search(path.name):
+        # Line-based tools (shells, CSV logs, `ls | ...`) and PREFIX matching cannot read such a
+        # name back: refuse it now rather than write files no later command finds.
+        raise OutputError(f"{excerpt(str(path))}: the name holds a newline or other control character; choose another")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

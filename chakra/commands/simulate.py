@@ -21,7 +21,7 @@ from chakra.cli_common import (
     warn,
 )
 from chakra.errors import ChakraError, ConfigError, excerpt
-from chakra.files import create_temp, remove_stale_temps
+from chakra.files import create_temp, remove_stale_temps, write_error
 
 
 def simulate_cmd(
@@ -103,8 +103,14 @@ def simulate_cmd(
         tmp_log = None
         if timeline is not None and log_path is None:
             # Beside the timeline, under a name a later run can prove stale (chakra.files).
+            from chakra.io import check_output_path
+
+            check_output_path(timeline)
             remove_stale_temps(timeline)
-            fd, log_path = create_temp(timeline)
+            try:
+                fd, log_path = create_temp(timeline)
+            except OSError as exc:
+                raise write_error(timeline, exc) from None
             os.close(fd)
             tmp_log = log_path
         try:

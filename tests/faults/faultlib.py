@@ -1,0 +1,147 @@
+"""Running `chakra` as a user would, with faults around it: a separate process (so signals, time
+and memory are its own), its peak memory from the kernel (wait4), and the checks every fault test
+makes: one line on stderr, the exit code, no traceback, nothing left behind, bounded time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parents[2]
+ALL_REDUCE = REPO / "tests" / "data" / "samples" / "astrasim" / "all_reduce_8npus_1MB" / "all_reduce"
+DDP2 = REPO / "tests" / "data" / "samples" / "pytorch" / "ddp2"
+CONFIGS = REPO / "chakra" / "data" / "configs"
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+    max_rss_mb: float
+    pid: int
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+def chakra(
+    *args: object,
+    cwd: Optional[Path] = None,
+    timeout: float = 60,
+    kill_after: Optional[float] = None,
+    sig: int = signal.SIGKILL,
+    on_start=None,
+) -> Run:
+    """Run `chakra ARGS` in its own process group; with `kill_after`, send `sig` to the group (a
+    terminal's Ctrl-C reaches every process of the foreground group) that many seconds in."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "chakra.cli", *map(str, args)],
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        )
+        sent = False
+        rusage = None
+        status = 0
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            now = time.monotonic() - t0
+            if on_start is not None and now > 0.2:
+                on_start(proc.pid)
+                on_start = None
+            if kill_after is not None and not sent and now >= kill_after:
+                os.killpg(proc.pid, sig)
+                sent = True
+            if now > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.wait4(proc.pid, 0)
+                raise AssertionError(f"chakra {' '.join(map(str, args))} did not end within {timeout} s")
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            proc.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            seconds,
+            rusage.ru_maxrss / 1024,
+            proc.pid,
+        )
+
+
+def assert_one_line(run: Run, rc: int = 1, *, mentions: tuple[str, ...] = (), seconds: float = 30) -> str:
+    """The fault became exactly one line on stderr with exit code `rc`, quickly, no traceback."""
+    text = run.stderr
+    assert "Traceback" not in text and "Error:" not in text.replace("error:", ""), text[-2000:]
+    assert run.rc == rc, (run.rc, text[-2000:])
+    assert len(run.lines) == 1, text[-2000:]
+    for word in mentions:
+        assert word in run.lines[0], (word, run.lines[0])
+    assert run.seconds < seconds, run.seconds
+    return run.lines[0]
+
+
+def temp_files(folder: Path) -> list[str]:
+    """Temporary outputs of this program (or the older naming) left in `folder`."""
+    return sorted(p.name for p in Path(folder).iterdir() if p.name.endswith(".tmp") or ".part" in p.name)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    out.add(pid)
+        except OSError:
+            pass
+    return out
+
+
+def wait_gone(pids: set[int], seconds: float = 10) -> set[int]:
+    deadline = time.monotonic() + seconds
+    left = alive(pids)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = alive(left)
+    return left
