@@ -107,6 +107,12 @@ def main() -> None:
         app()
     except BrokenPipeError:
         sys.exit(1)
+    except SystemExit as exc:
+        if exc.code == 130:  # a Ctrl-C outside a command body (while parsing, importing): one line too
+            from chakra.cli_common import say_interrupted
+
+            say_interrupted()
+        raise
 
 
 if __name__ == "__main__":

@@ -276,3 +276,15 @@ def die_with_parent(parent: Optional[int] = None, sig: int = signal.SIGKILL) -> 
         return
     if os.getppid() != parent:
         os._exit(1)
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    os._exit(128 + signum)
+
+
+def pool_worker_init(parent: int) -> None:
+    """Initializer for pool worker processes: die with `parent` (see `die_with_parent`), and on
+    Ctrl-C (which reaches the whole process group) end at once without a traceback: the parent
+    says `interrupted` once, for everyone."""
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, _exit_quietly)

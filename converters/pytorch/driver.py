@@ -33,7 +33,7 @@ from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, snif
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
-from chakra.files import die_with_parent, remove_stale_temps, temp_path, write_error
+from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
 from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
@@ -468,7 +468,7 @@ def convert_files(
                 ri.kineto_raw = _plain_bytes(ri.kineto_raw)
             workers = options.jobs or min(len(inputs), os.cpu_count() or 1)
             # Workers die with this process: a SIGKILLed convert leaves no pool behind.
-            pool_of = ProcessPoolExecutor(max(1, workers), initializer=die_with_parent, initargs=(os.getpid(),))
+            pool_of = ProcessPoolExecutor(max(1, workers), initializer=pool_worker_init, initargs=(os.getpid(),))
             with pool_of as pool:
                 futures = [pool.submit(_convert_one, ri, p, options) for ri, p in zip(inputs, tmp_paths)]
                 results = [f.result() for f in futures]

@@ -12,7 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_REDUCE = REPO / "tests" / "data" / "samples" / "astrasim" / "all_reduce_8npus_1MB" / "all_reduce"
@@ -40,10 +40,14 @@ def chakra(
     timeout: float = 60,
     kill_after: Optional[float] = None,
     sig: int = signal.SIGKILL,
-    on_start=None,
+    group: bool = True,
+    when: Optional[Callable[[int], bool]] = None,
+    seen: Optional[set[int]] = None,
 ) -> Run:
-    """Run `chakra ARGS` in its own process group; with `kill_after`, send `sig` to the group (a
-    terminal's Ctrl-C reaches every process of the foreground group) that many seconds in."""
+    """Run `chakra ARGS` in its own process group. With `kill_after`, send `sig` that many seconds
+    in (and once `when(pid)` holds, if given): to the whole group as a terminal's Ctrl-C does, or
+    (`group=False`) to the command alone, as a SIGKILL of its pid. `seen` collects every process
+    that ran below the command."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(
@@ -63,11 +67,13 @@ def chakra(
             if pid:
                 break
             now = time.monotonic() - t0
-            if on_start is not None and now > 0.2:
-                on_start(proc.pid)
-                on_start = None
-            if kill_after is not None and not sent and now >= kill_after:
-                os.killpg(proc.pid, sig)
+            if seen is not None:
+                seen |= descendants(proc.pid)
+            if kill_after is not None and not sent and now >= kill_after and (when is None or when(proc.pid)):
+                if group:
+                    os.killpg(proc.pid, sig)
+                else:
+                    os.kill(proc.pid, sig)
                 sent = True
             if now > timeout:
                 os.killpg(proc.pid, signal.SIGKILL)
