@@ -74,16 +74,26 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
         client = distributed.Client(cluster, set_as_default=False)
         try:
             yield client
-        except BaseException:
-            # Closing under an interrupt makes the scheduler log every task it drops: the user
-            # already gets one line for the interrupt.
-            logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
-            raise
         finally:
             _quietly(client.close)
+    except BaseException:
+        # Closing under an interrupt makes the scheduler log every task it drops, and Dask's own
+        # exit hook retries a close that failed with a traceback: the user already has one line.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        _forget_exit_hook()
+        raise
     finally:
         if cluster is not None:  # its worker processes end with this one in any case
             _quietly(cluster.close)
+
+
+def _forget_exit_hook() -> None:
+    import atexit
+
+    with suppress(Exception):
+        from distributed.deploy import spec
+
+        atexit.unregister(spec.close_clusters)
 
 
 def _quietly(close: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from .grid import Grid, Point, expand
 FIGURES = ("finish_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "mem_ns", "nodes")
 #: Table columns before the parameters; figures follow them.
 LEAD = ("point_id", "status", "error", "scope", "rank")
-FLUSH_S = 10.0  # results are rewritten at most this often while a sweep runs (and at the end)
+# Results are rewritten at most this often while a sweep runs (and at the end, and on Ctrl-C).
+FLUSH_S = float(os.environ.get("CHAKRA_SWEEP_FLUSH_S", 10.0))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,3 +150,58 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+SWEEP_GRID = (
+    "network: {topology: Ring, npus_count: 8, bandwidth: 50, latency: 500}\n"
+    "product:\n"
+    f"  network.bandwidth: [{', '.join(str(b) for b in range(1, 31))}]\n"
+    "  network.latency: [100, 300, 500, 700, 900]\n"
+)
+
+
+@pytest.mark.slow
+def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
+    """Ctrl-C in a Dask sweep: one line, the scheduler and workers gone, the finished points kept,
+    and the rerun simulates only the rest (every point once)."""
+    pytest.importorskip("distributed")
+    pa = pytest.importorskip("pyarrow.parquet")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(SWEEP_GRID)
+    args = ["sweep", inputs / "all_reduce", "--grid", grid, "-o", tmp_path / "r", "--workers", "2", "-q"]
+    seen: set[int] = set()
+    started: dict[str, float] = {}
+
+    def running(pid: int) -> bool:  # points finishing (a first flush), then a seeded moment more
+        import time
+
+        if (tmp_path / "r.parquet").exists():
+            started.setdefault("t", time.monotonic())
+            return time.monotonic() - started["t"] > random.Random(SEED).uniform(0.0, 1.0)
+        return False
+
+    os.environ["CHAKRA_SWEEP_FLUSH_S"] = "1"
+    try:
+        run = chakra(*args, kill_after=0.5, sig=signal.SIGINT, when=running, seen=seen, timeout=120)
+    finally:
+        del os.environ["CHAKRA_SWEEP_FLUSH_S"]
+    try:
+        assert "Traceback" not in run.stderr and "CancelledError" not in run.stderr, run.stderr[-3000:]
+        assert run.rc == 130, run.stderr[-3000:]
+        assert [x for x in run.stderr.splitlines() if x.strip()] == ["interrupted"], run.stderr[-3000:]
+        assert not wait_gone(seen, 15), "scheduler or workers outlived the interrupted sweep"
+        kept = pa.read_table(tmp_path / "r.parquet").to_pylist()
+        done = {r["point_id"] for r in kept if r["scope"] == "overall"}
+        assert 0 < len(done) < 150, len(done)
+        assert all(r["status"] == "ok" for r in kept)
+        assert temp_files(tmp_path) == []
+        again = chakra(*args, "--json", timeout=180)
+        assert again.rc == 0, again.stderr
+        import orjson
+
+        summary = orjson.loads(again.stdout)
+        assert summary["skipped"] == len(done) and summary["ran"] == 150 - len(done)
+        rows = [r for r in pa.read_table(tmp_path / "r.parquet").to_pylist() if r["scope"] == "overall"]
+        assert len(rows) == 150 and len({r["point_id"] for r in rows}) == 150
+    finally:
+        _kill_group(run.pid)
