@@ -37,7 +37,8 @@ PathLike = Union[str, os.PathLike]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)\Z", re.DOTALL)  # a newline in a name is still a name
+# DOTALL and \Z: a file name holding a newline (written by another tool) still has a rank.
+_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)\Z", re.DOTALL)
 MAX_MESSAGE_BYTES = (2 << 30) - 1  # protobuf cannot parse a bigger message
 MAX_EMPTY_MESSAGES = 1000
 
