@@ -87,7 +87,7 @@ def test_devices_cost_no_memory():
     the whole process stay what starting the program costs."""
     run = chakra("simulate", ALL_REDUCE, "--network", "/dev/zero", timeout=30)
     assert_one_line(run, mentions=("/dev/zero",), seconds=20)
-    assert run.max_rss_mb < 400, run.max_rss_mb
+    assert 0 < run.max_rss_mb < 400, run.max_rss_mb  # measured, and what starting the program costs
 
 
 def test_oversized_config_is_refused(tmp_path):
@@ -97,7 +97,7 @@ def test_oversized_config_is_refused(tmp_path):
         f.truncate(17 << 20)  # sparse: 17 MiB of zeros, no disk
     run = chakra("simulate", ALL_REDUCE, "--network", big, "-q", timeout=30)
     assert_one_line(run, mentions=(str(big), "MiB"))
-    assert run.max_rss_mb < 400, run.max_rss_mb
+    assert 0 < run.max_rss_mb < 400, run.max_rss_mb  # measured, and what starting the program costs
 
 
 def test_a_sane_config_still_works(tmp_path):
