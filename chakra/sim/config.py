@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from chakra.errors import ConfigError, excerpt
-from chakra.files import read_bounded
+from chakra.files import STDIN, read_bounded
 from chakra.io import input_file_errors
 
 PathLike = Union[str, os.PathLike]
@@ -147,6 +147,8 @@ MEMORY_TYPES = (
 def _read_text(path: PathLike, what: str) -> str:
     p = Path(path)
     try:
+        if os.fspath(path) == STDIN:  # `--network -`: the config comes on standard input
+            return read_bounded(STDIN, f"{what} config", allow_stdin=True).decode("utf-8")
         with input_file_errors(p, f"{what} config file"):
             return read_bounded(p, f"{what} config file").decode("utf-8")
     except UnicodeDecodeError:

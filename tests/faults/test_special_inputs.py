@@ -106,3 +106,12 @@ def test_a_sane_config_still_works(tmp_path):
     link.symlink_to(CONFIGS / "network_ring8.yml")
     run = chakra("simulate", ALL_REDUCE, "--network", link, "-q", "--json", timeout=60)
     assert run.rc == 0, run.stderr
+
+
+def test_stdin_is_taken_where_asked_for(run_cli):
+    """`-` deliberately names standard input for a config; it is read with the same bound."""
+    text = (CONFIGS / "network_ring8.yml").read_text()
+    res = run_cli("simulate", str(ALL_REDUCE), "--network", "-", "-q", "--json", input=text)
+    assert res.exit_code == 0, res.stderr
+    res = run_cli("simulate", str(ALL_REDUCE), "--network", "-", "-q", input="npus_count: [")
+    assert res.exit_code == 1 and "-: not valid YAML" in res.stderr
