@@ -34,7 +34,7 @@ from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
-from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
+from chakra.io import TraceWriter, check_output_path, output_set, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
 
@@ -476,13 +476,16 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        publish_outputs(list(zip(tmp_paths, finals)))
-        for res, final in zip(results, finals):
-            res["output"] = str(final)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
-        written = write_comm_groups(prefix, groups)
+        # All or nothing: the comm-group file is written (to its temporary file) before any rank
+        # appears, and renamed after them.
+        with output_set():
+            written = write_comm_groups(prefix, groups)
+            publish_outputs(list(zip(tmp_paths, finals)))
+        for res, final in zip(results, finals):
+            res["output"] = str(final)
         if written is not None:
             for res in results:
                 res["comm_groups"] = str(written)
