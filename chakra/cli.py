@@ -8,13 +8,26 @@ subcommand (see chakra/cli_group.py).
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import Any, Optional
 
-import typer
 
-from chakra import __version__
-from chakra.cli_group import LazyGroup, command_from
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+# Run as the `chakra` program (not imported by a library user or a test): a Ctrl-C while the
+# imports below load is one line too, not an import traceback. main() hands Ctrl-C back to Python.
+if os.path.basename(sys.argv[0]) == "chakra" or sys.argv[0].endswith(os.path.join("chakra", "cli.py")):
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import typer  # noqa: E402
+
+from chakra import __version__  # noqa: E402
+from chakra.cli_group import LazyGroup, command_from  # noqa: E402
 
 #: command -> (module in chakra/commands/, one line for `chakra --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -100,10 +113,17 @@ def _broken_command(name: str, exc: BaseException) -> None:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except BrokenPipeError:
         sys.exit(1)
+    except SystemExit as exc:
+        if exc.code == 130:  # a Ctrl-C outside a command body (while parsing, importing): one line too
+            from chakra.cli_common import say_interrupted
+
+            say_interrupted()
+        raise
 
 
 if __name__ == "__main__":

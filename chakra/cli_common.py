@@ -25,6 +25,7 @@ err_console = Console(stderr=True)
 class State:
     debug: bool = bool(os.environ.get("CHAKRA_DEBUG"))
     quiet: bool = False
+    interrupted: bool = False  # "interrupted" was said (once per run)
 
 
 state = State()
@@ -68,13 +69,19 @@ def handle_errors() -> Iterator[None]:
         err_console.print(f"[bold red]error:[/] {_escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        err_console.print("[red]interrupted[/]")
+        say_interrupted()
         raise typer.Exit(130) from None
     except (BrokenPipeError, MemoryError) as exc:
         if state.debug:
             raise
         err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {_escape(str(exc))}")
         raise typer.Exit(1) from None
+
+
+def say_interrupted() -> None:
+    if not state.interrupted:
+        state.interrupted = True
+        err_console.print("[red]interrupted[/]")
 
 
 def _escape(text: str) -> str:

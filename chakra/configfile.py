@@ -10,6 +10,7 @@ unreadable files are `chakra.io.input_file_errors`'s one-liners. Nothing in a fi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import yaml
 
 from chakra.compression import PathLike
 from chakra.errors import ChakraError, ConfigError
+from chakra.files import STDIN, read_bounded
 from chakra.io import input_file_errors
 
 
@@ -26,11 +28,16 @@ def _value_error(exc: ValueError) -> str:
 
 
 def read_config_text(path: PathLike, what: str, error: type[ChakraError] = ConfigError) -> str:
-    """The text of config file `path` (`what` names it in messages: "network config", "grid")."""
+    """The text of config file `path` (`what` names it in messages: "network config", "grid").
+
+    Only a regular file is read (a FIFO or device is refused before any read), and at most
+    `MAX_CONFIG_BYTES`; a deliberate `-` reads standard input with the same bound."""
     p = Path(path)
     try:
+        if os.fspath(path) == STDIN:
+            return read_bounded(STDIN, what, allow_stdin=True).decode("utf-8")
         with input_file_errors(p, f"{what} file"):
-            return p.read_text(encoding="utf-8")
+            return read_bounded(p, f"{what} file").decode("utf-8")
     except UnicodeDecodeError:
         raise error(f"{p}: cannot read {what} (not UTF-8 text)") from None
 

@@ -13,13 +13,11 @@ errors on gzip files count uncompressed bytes.
 
 from __future__ import annotations
 
-import errno
 import gzip
 import io
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -30,7 +28,8 @@ from typing import IO, BinaryIO, Optional, Union
 from google.protobuf.message import DecodeError
 
 from chakra.compression import GZIP_MAGIC, GuardedGzip
-from chakra.errors import InputError, OutputError, TraceFormatError
+from chakra.errors import InputError, OutputError, TraceFormatError, excerpt
+from chakra.files import WRITE_ERRNOS, check_input, create_temp, is_special, remove_stale_temps, write_error
 from chakra.jsonform import json_trace_chunks, parse_json_trace
 from chakra.schema import pb
 from chakra.trace import Trace
@@ -38,7 +37,9 @@ from chakra.trace import Trace
 PathLike = Union[str, os.PathLike]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
-_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# DOTALL and \Z: a file name holding a newline (written by another tool) still has a rank.
+_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)\Z", re.DOTALL)
 MAX_MESSAGE_BYTES = (2 << 30) - 1  # protobuf cannot parse a bigger message
 MAX_EMPTY_MESSAGES = 1000
 
@@ -61,6 +62,7 @@ def input_file_errors(path: PathLike, what: str = "trace file") -> Iterator[None
     """Open inputs inside this: the usual reasons a file cannot be read become one-line
     InputErrors naming it, and the file is recorded as an input of the running command (so no
     output of that command may replace it)."""
+    check_input(path, what)
     note_input(path)
     try:
         yield
@@ -505,6 +507,10 @@ def check_output_path(path: PathLike) -> Path:
     file. Outputs must also never replace an input of the same command.
     """
     path = Path(path)
+    if _CONTROL_RE.search(path.name):
+        # Line-based tools (shells, CSV logs, `ls | ...`) and PREFIX matching cannot read such a
+        # name back: refuse it now rather than write files no later command finds.
+        raise OutputError(f"{excerpt(str(path))}: the name holds a newline or other control character; choose another")
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -553,7 +559,7 @@ class _OutputSet:
 
     def discard(self) -> None:
         for tmp, _ in self.pending:
-            with suppress(FileNotFoundError):
+            with suppress(OSError):
                 os.unlink(tmp)
         self.pending.clear()
 
@@ -598,7 +604,7 @@ def _rename(tmp: str, path: Path) -> None:
     try:
         os.replace(tmp, path)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        raise write_error(path, exc) from None
 
 
 @contextmanager
@@ -614,10 +620,12 @@ def atomic_output(path: PathLike, mode: str = "wb") -> Iterator[IO]:
         if path in outputs.targets:
             raise OutputError(f"{path}: written twice by one command (two ranks map to the same file)")
         outputs.targets.add(path)
+    remove_stale_temps(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp_path = create_temp(path)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write in {path.parent}: {exc.strerror}") from None
+        raise write_error(path, exc) from None
+    tmp = str(tmp_path)
     try:
         os.fchmod(fd, _output_mode(path))
         with os.fdopen(fd, mode) as f:
@@ -628,18 +636,15 @@ def atomic_output(path: PathLike, mode: str = "wb") -> Iterator[IO]:
             check_output_path(path)
             _rename(tmp, path)
     except OSError as exc:
-        with suppress(FileNotFoundError):
+        with suppress(OSError):
             os.unlink(tmp)
-        if exc.errno in _WRITE_ERRNOS:  # only writing fails this way, never reading an input
-            raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        if exc.errno in WRITE_ERRNOS:  # only writing fails this way, never reading an input
+            raise write_error(path, exc) from None
         raise
     except BaseException:
-        with suppress(FileNotFoundError):
+        with suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class TraceWriter:
@@ -801,6 +806,8 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
             continue
         if p.is_dir():
             raise InputError(f"{p}: is a directory; give a trace file or a PREFIX of PREFIX.<rank>.et files")
+        if is_special(p):
+            check_input(p, "trace file")
         parent = p.parent if str(p.parent) else Path(".")
         stem = p.name
         found: dict[int, Path] = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from chakra.errors import TraceFormatError
+from chakra.files import is_special
 from chakra.io import input_file_errors
 
 _KEYED_RE = re.compile(
@@ -79,8 +80,14 @@ def _cannot_parse(path: Path, lineno: int, line: str = "") -> TraceFormatError:
     return TraceFormatError(path, f"cannot parse{shown}: expected issue|callback,npu,time_ns,id,name", line=lineno)
 
 
+_FIELD_LIMIT = (1 << 31) - 1
+
+
 def _iter_csv(path: Path, lines: Iterator[str], first_line: int) -> Iterator[Record]:
     """The strict CSV log through the C csv reader (quoted names, doubled quotes, embedded newlines)."""
+    # A node name may be megabytes long; the file size bounds a field anyway (csv's default is 128 KiB).
+    if csv.field_size_limit() < _FIELD_LIMIT:
+        csv.field_size_limit(_FIELD_LIMIT)
     reader = csv.reader(lines)
     base = first_line - 1
     end = 0
@@ -159,6 +166,8 @@ def _clip(text: str, width: int = 80) -> str:
 
 def looks_like_log(path: Union[str, Path]) -> bool:
     """Cheap sniff: text whose first kilobytes hold an issue/callback record."""
+    if is_special(path):  # a FIFO would block the sniff; the reader says what it is
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(65536)

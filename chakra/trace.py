@@ -5,7 +5,7 @@ Nodes are the generated messages themselves (upb-backed): no second Python objec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -89,3 +89,13 @@ class Trace:
 
     def by_id(self) -> dict[int, pb.Node]:
         return {n.id: n for n in self.nodes}
+
+
+def rank_set_problem(ranks: Sequence[Optional[int]]) -> Optional[str]:
+    """Why a set of ranks is not a job (ranks 0..N-1, each once), or None: the one wording that
+    validate, stats, simulate and export use."""
+    got = sorted(r for r in ranks if r is not None)
+    if len(got) == len(ranks) and got == list(range(len(got))):
+        return None
+    shown = ", ".join(str(r) for r in got[:10]) + (", ..." if len(got) > 10 else "")
+    return f"rank numbers must be 0..{len(ranks) - 1} without gaps or repeats, got [{shown}]"

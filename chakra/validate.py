@@ -21,7 +21,7 @@ from chakra.graph import find_cycle, kahn, stuck_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
 from chakra.schema.kinds import MODELLED_COLLECTIVES
-from chakra.trace import Trace
+from chakra.trace import Trace, rank_set_problem
 
 ERROR = "error"
 WARNING = "warning"
@@ -483,6 +483,9 @@ def validate_traces(
     the traces are read too."""
     traces = list(traces)
     report = Report(ranks=[t.rank for t in traces])
+    problem = rank_set_problem([t.rank for t in traces]) if len(traces) > 1 else None
+    if problem:  # as simulate and export refuse it
+        report.add("error", "rank-set", problem)
     for t in traces:
         check_rank(t, report)
     if cross_rank:

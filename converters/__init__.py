@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, Optional
 
 from chakra.converters.result import ConversionResult
 from chakra.errors import InputError
+from chakra.files import check_input, is_special
 
 #: FORMAT word -> plugin module, in the order `chakra convert --help` lists them.
 PLUGINS: dict[str, str] = {
@@ -231,6 +232,8 @@ def detect_format(inputs: list[Path]) -> str:
     for path in inputs:
         if not Path(path).exists():
             raise InputError(f"{path}: no such file")
+        if is_special(path):  # reading a FIFO's or device's head would block or never end
+            check_input(path, "trace file")
         found = detect(path)
         if not found:
             names = ", ".join(PLUGINS)

@@ -29,6 +29,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
+from chakra.files import create_temp, remove_stale_temps
 from chakra.io import decompress_to
 from chakra.schema import pb
 from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
@@ -463,7 +464,11 @@ def gunzip_to_temp(path: Path) -> Path:
     Uses chakra.compression (corrupt data and bombs are refused naming `path`); on any failure the
     temp file is removed before the error propagates.
     """
-    fd, tmp = tempfile.mkstemp(prefix="chakra-feeder-", suffix=".et")
+    # A recognisable name (chakra.files): a run killed before removing it leaves a file the next
+    # one can prove stale and remove.
+    anchor = Path(tempfile.gettempdir()) / "chakra-feeder.et"
+    remove_stale_temps(anchor)
+    fd, tmp = create_temp(anchor)
     try:
         with open(fd, "wb") as dst:
             decompress_to(path, dst)

@@ -214,17 +214,19 @@ def render(dot_text: str, fmt: str, output: Union[str, Path], timeout: float = D
     output = Path(output)
     try:
         with atomic_output(output, "wb") as f:
+            # dot writes to a pipe and this process writes the file: a full disk then fails here,
+            # with one line naming the output and the disk, not in dot ("gvwrite_no_z problem").
             proc = subprocess.run(
                 [exe, f"-T{fmt}"],
                 input=dot_text.encode("utf-8"),
-                stdout=f,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 timeout=timeout,
                 check=False,
             )
             if proc.returncode != 0:
                 msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
                 raise ChakraError(f"graphviz dot failed (exit {proc.returncode}): {msg[0] if msg else 'no message'}")
+            f.write(proc.stdout)
     except subprocess.TimeoutExpired:
         raise ChakraError(
             f"graphviz dot took longer than {timeout:.0f} s; draw fewer boxes (lower --max-nodes or use --collapse)"

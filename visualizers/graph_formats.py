@@ -51,6 +51,20 @@ def dot_string(text: str) -> str:
     return '"' + text.replace("\r", "").replace("\n", "\\n") + '"'
 
 
+#: A tooltip keeps this much of a name: graphviz refuses strings of megabytes.
+TOOLTIP_CHARS = 1000
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _bold(text: str) -> str:
+    """A bold HTML-label line; an empty name shows as (no name) (graphviz rejects an empty <B></B>)."""
+    text = xml_text(text)
+    return f"<B>{text}</B>" if text.strip() else "<I>(no name)</I>"
+
+
 def shorten(name: str, width: int = LABEL_WIDTH) -> str:
     """A label-sized name: long C++ argument lists and template arguments become `(…)` / `<…>`."""
     for long, abbrev in _ABBREVIATIONS:
@@ -58,6 +72,7 @@ def shorten(name: str, width: int = LABEL_WIDTH) -> str:
             name = abbrev + name[len(long) :]
     if len(name) <= width:
         return name
+    name = name[: width * 8]  # the abbreviations below need no more; a 10 MB name costs nothing
     short = _ARGS_RE.sub(lambda m: "(…)" if len(m.group(0)) > 6 else m.group(0), name)
     short = _TEMPLATE_RE.sub(lambda m: "<…>" if len(m.group(0)) > 6 else m.group(0), short)
     if len(short) > width:
@@ -80,7 +95,7 @@ _KIND_WORD = {CPU: "CPU", GPU: "GPU", "coll": "coll", "send": "send", "recv": "r
 def _box_label(box: Box) -> str:
     small = '<FONT POINT-SIZE="8" COLOR="#333333">'
     lines = []
-    title = f"<B>{xml_text(shorten(box.name))}</B>"
+    title = _bold(shorten(box.name))
     if box.is_group:
         title += f" ×{box.count}"
     lines.append(title)
@@ -112,7 +127,8 @@ def _box_attrs(box: Box) -> str:
         parts.append('style="filled,dashed"')
     if box.is_group:
         parts.append("peripheries=2")
-    tooltip = f"{box.name}\nids {box.first_id}-{box.last_id}" if box.is_group else f"{box.name}\nid {box.first_id}"
+    name = _cut(box.name, TOOLTIP_CHARS)
+    tooltip = f"{name}\nids {box.first_id}-{box.last_id}" if box.is_group else f"{name}\nid {box.first_id}"
     parts.append(f"tooltip={dot_string(tooltip)}")
     return ", ".join(parts)
 
@@ -147,7 +163,7 @@ def _title(view: View) -> str:
     src = view.sources[0].rsplit("/", 1)[-1] if view.sources else "trace"
     if len(view.sources) > 1:
         src = _common_prefix([s.rsplit("/", 1)[-1] for s in view.sources]) + f"* ({len(view.sources)} files)"
-    parts = [f"<B>{xml_text(src)}</B>"]
+    parts = [_bold(shorten(src))]
     ranks = view.ranks
     if len(ranks) == 1:
         parts.append(f"rank {ranks[0]}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import tempfile
+import contextlib
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -19,7 +20,8 @@ from chakra.cli_common import (
     print_json,
     warn,
 )
-from chakra.errors import ConfigError, excerpt
+from chakra.errors import ChakraError, ConfigError, excerpt
+from chakra.files import create_temp, remove_stale_temps, write_error
 
 
 def simulate_cmd(
@@ -100,9 +102,17 @@ def simulate_cmd(
         log_path = log
         tmp_log = None
         if timeline is not None and log_path is None:
-            tmp_log = tempfile.NamedTemporaryFile(prefix="chakra-sim-", suffix=".csv", delete=False)  # noqa: SIM115
-            tmp_log.close()
-            log_path = Path(tmp_log.name)
+            # Beside the timeline, under a name a later run can prove stale (chakra.files).
+            from chakra.io import check_output_path
+
+            check_output_path(timeline)
+            remove_stale_temps(timeline)
+            try:
+                fd, log_path = create_temp(timeline)
+            except OSError as exc:
+                raise write_error(timeline, exc) from None
+            os.close(fd)
+            tmp_log = log_path
         try:
             with make_progress(quiet) as bar:
                 task = bar.add_task("reading ranks", total=None)
@@ -126,11 +136,17 @@ def simulate_cmd(
             if timeline is not None:
                 from chakra.visualizers.timeline import timeline_from_log
 
-                timeline_from_log(log_path, timeline)  # type: ignore[arg-type]
+                try:
+                    timeline_from_log(log_path, timeline)  # type: ignore[arg-type]
+                except ChakraError as exc:  # name the log the user knows, never an internal file
+                    if tmp_log is None:
+                        raise
+                    raise ChakraError(str(exc).replace(str(tmp_log), "the simulation's own log")) from None
                 info(f"wrote {timeline}", quiet)
         finally:
             if tmp_log is not None:
-                Path(tmp_log.name).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    tmp_log.unlink()
         if log is not None:
             info(f"wrote {log}", quiet)
         for line in result.warnings:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
+from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json, warn
 from chakra.stats import rank_stats, trace_stats
+from chakra.trace import rank_set_problem
 from chakra.units import fmt_bytes
 
 
@@ -22,6 +23,9 @@ def stats(
     """
     with handle_errors():
         loaded = load_traces(traces, quiet)
+        problem = rank_set_problem([t.rank for t in loaded]) if len(loaded) > 1 else None
+        if problem:  # figures per rank still make sense; simulate and export refuse the set
+            warn(f"{problem}: not one job (validate reports an error, simulate refuses it)")
         result = trace_stats(loaded)
         if json_out:
             print_json(result)

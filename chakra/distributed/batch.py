@@ -8,7 +8,6 @@ than one rank's trace. The cross-rank rules of `chakra.validate` run on those su
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from chakra import converters
 from chakra.commgroups import write_comm_groups
 from chakra.converters.batch import BatchTask
 from chakra.errors import InputError
+from chakra.files import remove_stale_temps
 from chakra.validate import Report, check_cross_rank_summaries
 
 from .inputs import expand
@@ -65,10 +65,9 @@ class BatchResult:
 
 
 def _remove_leftovers(out: Path) -> None:
-    """Temporary files of an output whose worker died mid-write (a clean failure removes its own)."""
-    for tmp in out.parent.glob(f".{out.name}.*.tmp"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    """Temporary files of an output whose worker died mid-write (a clean failure removes its own);
+    only those chakra.files can prove are stale (this host, process gone)."""
+    remove_stale_temps(out)
 
 
 def _gather(client: Any, futures: dict[Any, Any], progress: Optional[Progress]) -> dict[Any, dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Optional
 
 from chakra.errors import ChakraError, InputError
@@ -54,21 +54,72 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
             client.close()
         return
     n = local_workers(workers, tasks)
-    cluster = distributed.LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
-        # No dashboard for a command's lifetime; the scheduler's small HTTP endpoint takes a free
-        # port instead of 8787 (which another cluster on the host may hold).
-        dashboard_address=None,
-        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-        silence_logs=logging.ERROR,
-    )
+    cluster = None
     try:
+        # Ctrl-C reaches the whole process group, workers included, and each would print its own
+        # traceback (and Dask logs lines of its own as they go). The worker processes start with
+        # standard error on /dev/null: this process reports what they do (a failed task, a lost
+        # worker) in its own words. Workers end when this process dies.
+        with _children_stderr_quiet():
+            cluster = distributed.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                # No dashboard for a command's lifetime; the scheduler's small HTTP endpoint takes a
+                # free port instead of 8787 (which another cluster on the host may hold).
+                dashboard_address=None,
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                silence_logs=logging.ERROR,
+            )
         client = distributed.Client(cluster, set_as_default=False)
         try:
             yield client
         finally:
-            client.close()
+            _quietly(client.close)
+    except BaseException:
+        # Closing under an interrupt makes the scheduler log every task it drops, and Dask's own
+        # exit hook retries a close that failed with a traceback: the user already has one line.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        _forget_exit_hook()
+        raise
     finally:
-        cluster.close()
+        if cluster is not None:  # its worker processes end with this one in any case
+            _quietly(cluster.close)
+
+
+def _forget_exit_hook() -> None:
+    import atexit
+
+    with suppress(Exception):
+        from distributed.deploy import spec
+
+        atexit.unregister(spec.close_clusters)
+
+
+def _quietly(close: Any) -> None:
+    """Close a client or cluster; a second Ctrl-C or a dying worker must not turn into a traceback."""
+    import asyncio
+
+    with suppress(Exception, KeyboardInterrupt, asyncio.CancelledError):
+        close()
+
+
+@contextmanager
+def _children_stderr_quiet() -> Iterator[None]:
+    """Processes started inside inherit /dev/null as standard error (this process gets its own back)."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)

@@ -9,6 +9,7 @@ is already in RESULTS; a failing point is recorded with its error and the sweep 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -19,13 +20,15 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from chakra.errors import ChakraError, ConfigError, InputError
+from chakra.files import remove_stale_temps, temp_path, write_error
 
 from .grid import Grid, Point, expand
 
 FIGURES = ("finish_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "mem_ns", "nodes")
 #: Table columns before the parameters; figures follow them.
 LEAD = ("point_id", "status", "error", "scope", "rank")
-FLUSH_S = 10.0  # results are rewritten at most this often while a sweep runs (and at the end)
+# Results are rewritten at most this often while a sweep runs (and at the end, and on Ctrl-C).
+FLUSH_S = float(os.environ.get("CHAKRA_SWEEP_FLUSH_S", 10.0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,12 +230,16 @@ def write_results(out: Path, rows: Sequence[dict[str, Any]]) -> tuple[Path, Path
     parquet.parent.mkdir(parents=True, exist_ok=True)
     table = table_of(rows)
     for path, write in ((parquet, pa.parquet.write_table), (csv, pa.csv.write_csv)):
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        remove_stale_temps(path)
+        tmp = temp_path(path)
         try:
             write(table, str(tmp))
-            os.replace(tmp, path)
+            tmp.replace(path)
+        except OSError as exc:
+            raise write_error(path, exc) from None
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return parquet, csv
 
 
@@ -315,31 +322,54 @@ def run_sweep(
     if todo:
         from distributed import as_completed
 
-        futures = {client.submit(simulate_point, p.config, key=f"chakra-sweep-{p.id}-{time.time_ns()}", pure=False): p
-                   for p in todo}  # fmt: skip
+        futures: dict[Any, Point] = {}
+        lost: set[str] = set()  # points whose worker died rather than the simulation failing
         last_flush = time.perf_counter()
-        for done, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
-            point = futures[fut]
-            try:
-                res = fut.result()
-            except Exception as exc:  # the worker died: record the point, go on
-                res = {"error": f"{type(exc).__name__}: {exc}"}
-            rows.extend(point_rows(point, res))
-            summary.ran += 1
-            summary.task_s += float(res.get("task_s", 0.0))
-            if "error" in res:
-                summary.failed += 1
-                summary.errors.append((point.id, res["error"]))  # type: ignore[union-attr]
-            if progress is not None:
-                progress(done, len(todo))
-            if time.perf_counter() - last_flush > FLUSH_S:  # a killed sweep keeps what it finished
-                write_results(out, rows)
-                last_flush = time.perf_counter()
-    order = {p.id: i for i, p in enumerate(points)}
-    rows.sort(key=lambda r: (order.get(r["point_id"], len(order)), r["scope"] != "overall", r["rank"] or 0))
-    summary.parquet, summary.csv = write_results(out, rows)
+        try:
+            for p in todo:
+                futures[
+                    client.submit(simulate_point, p.config, key=f"chakra-sweep-{p.id}-{time.time_ns()}", pure=False)
+                ] = p
+            for done, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
+                point = futures[fut]
+                try:
+                    res = fut.result()
+                except Exception as exc:  # the worker died: record the point, go on
+                    res = {"error": f"{type(exc).__name__}: {exc}"}
+                    lost.add(point.id)
+                rows.extend(point_rows(point, res))
+                summary.ran += 1
+                summary.task_s += float(res.get("task_s", 0.0))
+                if "error" in res:
+                    summary.failed += 1
+                    summary.errors.append((point.id, res["error"]))  # type: ignore[union-attr]
+                if progress is not None:
+                    progress(done, len(todo))
+                if time.perf_counter() - last_flush > FLUSH_S:  # a killed sweep keeps what it finished
+                    write_results(out, rows)
+                    last_flush = time.perf_counter()
+        except KeyboardInterrupt:
+            # Ctrl-C: keep every finished point for --resume, then let the caller shut the cluster down.
+            # Workers get the Ctrl-C too: a point lost with its worker is not a result, --resume
+            # runs it again.
+            _cancel(client, futures)
+            _write_sorted(out, [r for r in rows if r["point_id"] not in lost], points)
+            raise
+    summary.parquet, summary.csv = _write_sorted(out, rows, points)
     summary.wall_s = time.perf_counter() - t0
     return summary
+
+
+def _write_sorted(out: Path, rows: list[dict[str, Any]], points: Sequence[Point]) -> tuple[Path, Path]:
+    order = {p.id: i for i, p in enumerate(points)}
+    rows.sort(key=lambda r: (order.get(r["point_id"], len(order)), r["scope"] != "overall", r["rank"] or 0))
+    return write_results(out, rows)
+
+
+def _cancel(client: Any, futures: dict[Any, Any]) -> None:
+    """Drop the tasks still queued or running (never raises: the process is on its way out)."""
+    with contextlib.suppress(Exception):
+        client.cancel(list(futures), force=True)
 
 
 def _workers(client: Any) -> int:

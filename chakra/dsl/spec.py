@@ -33,6 +33,7 @@ from chakra.configfile import load_config
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
 from chakra.errors import ChakraError, InputError, excerpt
+from chakra.files import check_input, is_special
 
 _UNITS = {
     "": 1,
@@ -95,6 +96,8 @@ def parse_quantity(value: Any, what: str = "value") -> float:
 def load_spec(path: Union[str, Path]) -> Workload:
     """Build the Workload a `.yaml`/`.yml`/`.json` or `.py` spec file describes."""
     path = Path(path)
+    if is_special(path):
+        check_input(path, "spec file")
     if not path.is_file():
         raise InputError(f"{path}: no such spec file")
     if path.suffix == ".py":

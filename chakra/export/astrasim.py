@@ -35,7 +35,7 @@ from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
-from chakra.trace import Trace
+from chakra.trace import Trace, rank_set_problem
 
 #: Collectives ASTRA-sim moves through its network model.
 NETWORK_COLLECTIVES = frozenset(
@@ -437,8 +437,9 @@ def ordered(traces: list[Trace]) -> list[Trace]:
     """The traces sorted by rank; ranks must be 0..N-1 (the file names ASTRA-sim opens)."""
     pairs = sorted(((_rank(t, i), i) for i, t in enumerate(traces)))
     ranks = [r for r, _ in pairs]
-    if ranks != list(range(len(traces))):
-        raise InputError(f"rank numbers must be 0..{len(traces) - 1} without gaps or repeats, got {ranks[:10]}")
+    problem = rank_set_problem(ranks)
+    if problem:
+        raise InputError(problem)
     return [traces[i] for _, i in pairs]
 
 
@@ -555,20 +556,22 @@ def export_astrasim(
 
     from chakra.commgroups import comm_groups_path, write_comm_groups
     from chakra.export.configs import write_configs
-    from chakra.io import write_rank_traces
+    from chakra.io import output_set, write_rank_traces
 
     traces = ordered(traces)
     p = plan(traces, file_groups, unsupported=unsupported, broadcast=broadcast)
     fixed = apply(traces, p, missing_deps)
     npus = len(fixed)
     groups_path = comm_groups_path(out) if p.groups else None
-    # configs first: they are checked (rank count, backend limits) before any trace is written
-    run = write_configs(
-        Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
-    )
-    if p.missing and missing_deps == "drop":
-        p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
-    files = write_rank_traces(out, fixed)
-    written = write_comm_groups(out, p.groups)
+    # One set: configs, traces and comm groups all appear, or none does (a full disk included).
+    with output_set():
+        # configs first: they are checked (rank count, backend limits) before any trace is written
+        run = write_configs(
+            Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
+        )
+        if p.missing and missing_deps == "drop":
+            p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
+        files = write_rank_traces(out, fixed)
+        written = write_comm_groups(out, p.groups)
     run.comm_groups = written
     return ExportResult(p, files, run)

@@ -35,7 +35,7 @@ from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
-from chakra.trace import Trace
+from chakra.trace import Trace, rank_set_problem
 
 PathLike = Union[str, os.PathLike]
 
@@ -194,9 +194,9 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     else:
         pairs = expand_trace_args([Path(p) for p in items])  # type: ignore[arg-type]
         out = [(rank if rank is not None else i, path) for i, (rank, path) in enumerate(pairs)]
-    ranks = sorted(r for r, _ in out)
-    if ranks != list(range(len(ranks))):
-        raise InputError(f"rank numbers must be 0..{len(ranks) - 1} without gaps or repeats, got {ranks[:10]}")
+    problem = rank_set_problem([r for r, _ in out])
+    if problem:
+        raise InputError(problem)
     out.sort(key=lambda x: x[0])
     return out
 

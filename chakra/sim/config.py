@@ -75,10 +75,13 @@ class NetworkConfig:
                 )
             if int(self.npus_count[d]) < 1:
                 raise ConfigError(f"{where}: npus_count[{d}] = {self.npus_count[d]} must be >= 1")
-            if not float(self.bandwidth[d]) > 0:
-                raise ConfigError(f"{where}: bandwidth[{d}] = {self.bandwidth[d]} must be > 0 GB/s")
-            if float(self.latency[d]) < 0:
-                raise ConfigError(f"{where}: latency[{d}] = {self.latency[d]} must be >= 0 ns")
+            bw, lat = float(self.bandwidth[d]), float(self.latency[d])
+            if not RATE_MIN <= bw <= _FLOAT_MAX:
+                raise ConfigError(
+                    f"{where}: bandwidth[{d}] = {self.bandwidth[d]} must be {RATE_MIN:g}..{_FLOAT_MAX:g} GB/s"
+                )
+            if not 0 <= lat <= _FLOAT_MAX:
+                raise ConfigError(f"{where}: latency[{d}] = {self.latency[d]} must be 0..{_FLOAT_MAX:g} ns")
 
 
 @dataclass
@@ -151,6 +154,41 @@ _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
 _FLOAT_MAX = 1e15
 
 
+#: The smallest bandwidth or rate (GB/s, TFLOPS) taken: below it a transfer of a few GiB no longer
+#: fits the simulator's 64-bit nanosecond clock (1e-300 GB/s would overflow it).
+RATE_MIN = 1e-3
+#: Keys that are rates: 0 where "unset" is allowed, else RATE_MIN.._FLOAT_MAX.
+_RATE_KEYS = frozenset(
+    {
+        "bandwidth",
+        "local-mem-bw",
+        "peak-perf",
+        "remote-mem-bw",
+        "mem-side-out-node-fabric-bw",
+        "gpu-side-out-node-fabric-bw",
+        "in-node-fabric-bw",
+    }
+)
+#: Keys that are times, counts or sizes: never negative.
+_NONNEGATIVE_KEYS = frozenset(
+    {
+        "latency",
+        "local-mem-latency",
+        "remote-mem-latency",
+        "endpoint-delay",
+        "npus_count",
+        "num-nodes",
+        "num-npus-per-node",
+        "num-out-node-switches",
+        "num-remote-memory-groups",
+        "chunk-size",
+        "roofline-enabled",
+        "replay-only",
+        "in-switch-collective",
+    }
+)
+
+
 def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
     try:
         if isinstance(value, bool):
@@ -164,6 +202,12 @@ def _num(where: str, key: str, value: Any, kind: type = float) -> Any:
         )
     if kind is int and not _INT_RANGE[0] <= out <= _INT_RANGE[1]:
         raise ConfigError(f"{where}: key {key!r} = {_short(value)} is out of range (ASTRA-sim reads a 32-bit int)")
+    if key == "bandwidth" and not out >= RATE_MIN:
+        raise ConfigError(f"{where}: key 'bandwidth' = {_short(value)} must be at least {RATE_MIN:g} GB/s")
+    if key in _RATE_KEYS and out != 0 and not out >= RATE_MIN:
+        raise ConfigError(f"{where}: key {key!r} = {_short(value)} must be 0 (unset) or at least {RATE_MIN:g}")
+    if (key in _NONNEGATIVE_KEYS or key in _RATE_KEYS) and out < 0:
+        raise ConfigError(f"{where}: key {key!r} = {_short(value)} must not be negative")
     return out
 
 

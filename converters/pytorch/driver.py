@@ -33,7 +33,8 @@ from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, snif
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
-from chakra.io import TraceWriter, check_output_path, publish_outputs, rank_path
+from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
+from chakra.io import TraceWriter, check_output_path, output_set, publish_outputs, rank_path
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
 
@@ -402,7 +403,7 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
     except ChakraError as exc:
         return {"error": str(exc)}
     except OSError as exc:  # output folder not writable, disk full, ...
-        return {"error": f"{out_path}: cannot write ({exc.strerror or exc})"}
+        return {"error": str(write_error(out_path, exc))}
 
 
 def convert_rank_files(
@@ -452,9 +453,11 @@ def convert_files(
     """Convert every rank and write PREFIX.<rank>.et; returns one summary per rank."""
     options = options or Options()
     inputs = gather_inputs(et_paths, kineto_paths)
-    tmp_paths = [str(rank_path(prefix, ri.rank, f".et.part{os.getpid()}")) for ri in inputs]
-    for ri in inputs:  # refuse a bad output before any work
-        check_output_path(rank_path(prefix, ri.rank))
+    finals = [rank_path(prefix, ri.rank) for ri in inputs]
+    tmp_paths = [str(temp_path(final)) for final in finals]
+    for final in finals:  # refuse a bad output before any work; drop what a killed run left
+        check_output_path(final)
+        remove_stale_temps(final)
     results: list[dict[str, Any]]
     try:
         if len(inputs) == 1:
@@ -464,28 +467,39 @@ def convert_files(
                 ri.et_raw = _plain_bytes(ri.et_raw)
                 ri.kineto_raw = _plain_bytes(ri.kineto_raw)
             workers = options.jobs or min(len(inputs), os.cpu_count() or 1)
-            with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+            # Workers die with this process: a SIGKILLed convert leaves no pool behind.
+            pool_of = ProcessPoolExecutor(max(1, workers), initializer=pool_worker_init, initargs=(os.getpid(),))
+            with pool_of as pool:
                 futures = [pool.submit(_convert_one, ri, p, options) for ri, p in zip(inputs, tmp_paths)]
                 results = [f.result() for f in futures]
-        errors = [r["error"] for r in results if "error" in r]
+        # A worker names the temporary file it wrote; the user knows only the output.
+        errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        finals = [rank_path(prefix, ri.rank) for ri in inputs]
-        publish_outputs(list(zip(tmp_paths, finals)))
-        for res, final in zip(results, finals):
-            res["output"] = str(final)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
-        written = write_comm_groups(prefix, groups)
+        # All or nothing: the comm-group file is written (to its temporary file) before any rank
+        # appears, and renamed after them.
+        with output_set():
+            written = write_comm_groups(prefix, groups)
+            publish_outputs(list(zip(tmp_paths, finals)))
+        for res, final in zip(results, finals):
+            res["output"] = str(final)
         if written is not None:
             for res in results:
                 res["comm_groups"] = str(written)
         return results
     finally:
         for tmp in tmp_paths:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _name_output(message: str, tmps: Sequence[str], finals: Sequence[Path]) -> str:
+    for tmp, final in zip(tmps, finals):
+        message = message.replace(tmp, str(final))
+    return message
 
 
 __all__ = ["Options", "convert_rank", "convert_files", "convert_rank_files", "gather_inputs", "COMM"]

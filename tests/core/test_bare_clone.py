@@ -1,8 +1,9 @@
 """The committed repository stands alone: cloned into an empty folder, `make demo` works.
 
 Runs tools/bare_clone_check.sh --reuse (the same script as `make check`): a fresh clone with
-nothing beside it (no ../shared), a venv that sees the installed dependencies and holds only the
-clone, and the clone's own `make demo`. It tests what is committed, not the working tree.
+nothing beside it (no ../shared), a venv that borrows this interpreter's installed dependencies
+(never the machine's own site-packages or setuptools: the clone builds in an isolated environment)
+and holds only the clone, and the clone's own `make demo`. It tests what is committed, not the working tree.
 Deselect with `-m 'not bare_clone'`.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ def test_bare_clone_runs_make_demo(tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, "TMPDIR": str(tmp_path), "REUSE_PYTHON": sys.executable},
         check=False,
     )
     out = proc.stdout + proc.stderr
