@@ -1,4 +1,6 @@
-"""The per-rank conversion summary as rich tables (people) or plain dicts (`--json`)."""
+"""The per-rank conversion summary as rich tables (people) or plain dicts (`--json`).
+
+Tables are results (stdout); the warnings under them go to stderr with every other warning."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from chakra.cli_common import warn
 from chakra.units import fmt_bytes
 
 
@@ -44,4 +47,4 @@ def render(summaries: list[dict[str, Any]], console: Console) -> None:
         table.add_row("time", f"{s.get('seconds', 0)} s")
         console.print(table)
         for w in s.get("warnings", []):
-            console.print(f"[yellow]warning:[/] rank {s['rank']}: {w}", highlight=False)
+            warn(f"rank {s['rank']}: {w}")
