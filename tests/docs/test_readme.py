@@ -43,7 +43,7 @@ NOT_RUN = {
 class Command:
     text: str  # as a shell runs it (continuation lines joined)
     block: int
-    setup: list[str] = field(default_factory=list)  # variable assignments seen before it in its block
+    setup: list[str] = field(default_factory=list)  # variable assignments seen before it
 
 
 def code_blocks(markdown: str) -> list[tuple[str, str]]:
@@ -67,10 +67,10 @@ def strip_comment(line: str) -> str:
 
 def bash_commands(markdown: str) -> list[Command]:
     out: list[Command] = []
+    setup: list[str] = []  # one shell session, as a reader pasting the blocks in order
     for index, (lang, body) in enumerate(code_blocks(markdown)):
         if lang not in ("bash", "sh", "shell", "console"):
             continue
-        setup: list[str] = []
         pending = ""
         for raw in body.splitlines():
             line = strip_comment(raw) if not pending else raw.rstrip()
@@ -163,6 +163,16 @@ def _stats_json(proc: subprocess.CompletedProcess, clone: Path) -> None:
     assert doc, "empty JSON"
 
 
+def _cupti_records(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    bundled = clone / "tests/data/samples/cupti/testcuda_nsys2026.1_report2.cupti.jsonl"
+    assert (clone / "out/records.jsonl").read_bytes() == bundled.read_bytes()
+
+
+def _converted_table_whole(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    # The real report's span, uncut although stdout is a pipe (80 columns would cut it).
+    assert "1351.358" in proc.stdout and "…" not in proc.stdout, proc.stdout
+
+
 def _no_warning(proc: subprocess.CompletedProcess, clone: Path) -> None:
     assert "warning" not in proc.stderr.lower(), proc.stderr
 
@@ -172,6 +182,9 @@ CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "all_reduce_8npus_1MB/all_reduce": [_finish_all_ranks(117_780), _no_warning],
     "simulate out/ddp2 --comm replay": [_replay_matches_measured_step, _no_warning],
     "chakra stats out/ddp2 --json": [_stats_json],
+    "--cupti-records out/records.jsonl": [_cupti_records],
+    "convert cupti $S/cupti/": [_converted_table_whole, _no_warning],
+    "convert nsys $S/nsys/testcuda_nsys2026.1_report2.sqlite -o out/nsys": [_converted_table_whole],
     "export astra-sim out/ddp2 -o": [_exports_command_line],
     "chakra timeline out/ddp2.log.csv": [_valid_timeline],
     "report out/gpt64_sweep -o out/gpt64_sweep.html": [_self_contained("out/gpt64_sweep.html")],
@@ -181,8 +194,16 @@ CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
 
 
 def _env(clone: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "VIRTUAL_ENV", "CHAKRA_WIDTH")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    """A shell where `chakra` is installed but the venv is not active (no `python` of the venv on
+    PATH), output is not a terminal and COLUMNS is unset, as in CI."""
+    bindir = clone.parent / "bin"
+    if not bindir.exists():
+        bindir.mkdir()
+        (bindir / "chakra").symlink_to(Path(sys.executable).parent / "chakra")
+    venv_bin = str(Path(sys.executable).parent)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join([str(bindir), *path])
     return env
 
 
