@@ -11,7 +11,7 @@ import typer
 from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
 
 OutputOption = typer.Option(
-    ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
+    ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
 )
 TflopsOption = typer.Option(100.0, "--tflops", help="Device peak compute (TFLOP/s) for roofline durations.")
 MemBwOption = typer.Option(2000.0, "--mem-bw", help="Device memory bandwidth (GB/s, decimal) for roofline durations.")
@@ -82,7 +82,8 @@ def _finish(
         "process_groups": len(workload.groups),
         "flops": workload.total_flops(),
         "files": [str(p) for p in paths],
-        "comm_groups": str(comm_groups_path(output)),
+        # written only for groups other than the world (ASTRA-sim's id 0 needs no entry)
+        "comm_groups": str(groups_file) if (groups_file := comm_groups_path(output)).exists() else None,
         "seconds": round(time.perf_counter() - started, 3),
     }
     if extra:
@@ -99,7 +100,7 @@ def _finish(
     for key, value in (extra or {}).items():
         table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
     table.add_row("output", f"{output}.0.et .. {output}.{workload.num_ranks - 1}.et")
-    table.add_row("comm groups", summary["comm_groups"])
+    table.add_row("comm groups", summary["comm_groups"] or "none beyond all ranks: no comm_groups.json written")
     table.add_row("time", f"{summary['seconds']:.2f} s")
     console.print(table)
 

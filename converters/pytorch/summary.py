@@ -13,6 +13,16 @@ from chakra.cli_common import warn
 from chakra.units import fmt_bytes
 
 
+def _groups_line(s: dict[str, Any]) -> str:
+    """Where the rank's process groups went: the comm-groups file, or why there is none."""
+    groups = s.get("process_groups") or {}
+    if s.get("comm_groups"):
+        return f"{len(groups)} written to {s['comm_groups']}"
+    if groups:
+        return "only the default group (all ranks): no comm_groups.json needed"
+    return "none recorded"
+
+
 def render(summaries: list[dict[str, Any]], console: Console) -> None:
     for s in summaries:
         title = f"rank {s['rank']}: {s.get('output', '')}"
@@ -40,6 +50,7 @@ def render(summaries: list[dict[str, Any]], console: Console) -> None:
             table.add_row(f"  comm {coll}", f"{v['count']} x, {fmt_bytes(v['bytes'])} total")
         for step, us in (s.get("profiler_steps_us") or {}).items():
             table.add_row(f"  {step}", f"{us:,} µs")
+        table.add_row("process groups", _groups_line(s))
         for reason, count in s.get("dropped", {}).items():
             table.add_row("dropped", f"{count:,} {reason}")
         for name, count in (s.get("unknown") or {}).items():
