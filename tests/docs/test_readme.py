@@ -247,7 +247,10 @@ def test_every_readme_command_runs_as_written(tmp_path):
         assert proc.returncode == 0, f"README Python example:\n{proc.stderr[-3000:]}"
         # It prints each rank with its collectives, then whether validation passed.
         assert proc.stdout.splitlines()[-1] == "True", proc.stdout
-        assert re.search(r"^0 \[\('ALL_REDUCE', \d+\)", proc.stdout, flags=re.M), proc.stdout
+        assert re.search(r"^0 \[.*\('ALL_REDUCE', \d+\)", proc.stdout, flags=re.M), proc.stdout
+        written = subprocess.run(["chakra", "stats", "out/mine.0.et", "--json", "-q"], cwd=clone, env=env, text=True,
+                                 capture_output=True)  # fmt: skip
+        assert written.returncode == 0 and "ALL_REDUCE" in written.stdout, written.stderr
     assert ran >= 40
     # Everything the README writes goes under out/: nothing new at the top of the clone.
     assert {p.name for p in clone.iterdir()} - before == {"out"}
