@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
+
+
+class MLPMode(str, Enum):
+    mp = "mp"
+    dp_mp = "dp-mp"
+    mp_dp = "mp-dp"
+
 
 OutputOption = typer.Option(
     ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
@@ -151,7 +159,7 @@ def microbench_cmd(
 
 @app.command("mlp")
 def mlp_cmd(
-    mode: str = typer.Option("dp-mp", "--mode", help="mp, dp-mp (DP on dim 1, MP on dim 2) or mp-dp."),
+    mode: MLPMode = typer.Option(MLPMode.dp_mp, "--mode", help="mp, dp-mp (DP on dim 1, MP on dim 2) or mp-dp."),
     dim1: int = typer.Option(4, "--dim1", help="NPUs along network dimension 1."),
     dim2: int = typer.Option(4, "--dim2", help="NPUs along network dimension 2."),
     layers: int = typer.Option(6, "--layers"),
@@ -172,7 +180,7 @@ def mlp_cmd(
         from chakra.dsl.builtins.mlp import MLPConfig, build_mlp
 
         started = time.perf_counter()
-        cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode, layers=layers, hidden=hidden, batch=batch)
+        cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode.value, layers=layers, hidden=hidden, batch=batch)
         workload = build_mlp(cfg, _device(tflops, mem_bw))
         _finish(
             workload,

@@ -14,6 +14,11 @@ import pytest
         (["simulate", "PREFIX", "--missing-deps", "dorp"], "--missing-deps", ["error", "drop"]),
         (["whatif", "PREFIX", "--recipe", "nope"], "--recipe", ["amp", "data-parallel", "drop-comm"]),
         (["whatif", "PREFIX", "--recipe", "amp", "--comm", "x"], "--comm", ["model", "replay"]),
+        (["export", "astra-sim", "PREFIX", "-o", "X", "--backend", "awre"], "--backend", ["aware", "unaware"]),
+        (["export", "astra-sim", "PREFIX", "-o", "X", "--missing-deps", "x"], "--missing-deps", ["error", "drop"]),
+        (["visualize", "T.et", "-o", "x.pdf", "--edges", "dta"], "--edges", ["all", "data", "ctrl"]),
+        (["interpolate", "PREFIX", "--scale", "2", "--nodes", "comp"], "--nodes", ["compute", "all"]),
+        (["generate", "mlp", "--mode", "dpmp", "-o", "X"], "--mode", ["mp", "dp-mp", "mp-dp"]),
     ],
 )
 def test_bad_option_value_is_a_usage_error(run_cli, args, option, choices):
