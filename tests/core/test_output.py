@@ -83,3 +83,17 @@ def test_simulate_table_whole_when_piped(tmp_path, samples_dir):
     proc = subprocess.run([sys.executable, "-m", "chakra.cli", "simulate", str(prefix)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("117,780") >= 8 and "…" not in proc.stdout
+
+
+def test_diff_shows_whole_operator_names_when_piped(run_cli, samples_dir, tmp_path):
+    res = run_cli("convert", "pytorch", *_ddp2(samples_dir), "-o", str(tmp_path / "d"), "-q")
+    assert res.exit_code == 0, res.stderr
+    res = run_cli("synthesize", str(tmp_path / "d"), "--ranks", "2", "-o", str(tmp_path / "s"), "-q")
+    if res.exit_code != 0:  # synthesis needs the optional 'synth' extra: compare the trace with itself
+        (tmp_path / "s.0.et").write_bytes((tmp_path / "d.0.et").read_bytes())
+        (tmp_path / "s.1.et").write_bytes((tmp_path / "d.1.et").read_bytes())
+    res = run_cli("diff", str(tmp_path / "d"), str(tmp_path / "s"), "--top", "0")
+    assert res.exit_code == 0, res.stderr
+    assert "…" not in res.stdout
+    for name in ("torch::autograd::AccumulateGrad", "c10d::allreduce_", "aten::threshold_backward"):
+        assert f"│ {name} " in res.stdout, name
