@@ -2,10 +2,12 @@
 
 The top-level folders converters/, visualizers/ and feeder/ install as chakra.converters,
 chakra.visualizers and chakra.feeder. Subpackages are found at build time so a new converter
-package needs no edit here.
+package needs no edit here. Folders of data files without an `__init__.py` (chakra/data/...) are
+listed as packages too: setuptools ships package data only from listed packages, and warns at
+length about every importable folder left out of the list.
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 ROOTS = {
     "chakra": "chakra",
@@ -17,6 +19,7 @@ ROOTS = {
 packages = []
 for namespace, folder in ROOTS.items():
     packages.append(namespace)
-    packages.extend(f"{namespace}.{sub}" for sub in find_packages(folder))
+    found = find_namespace_packages(folder, exclude=["*__pycache__*", "__pycache__"])
+    packages.extend(f"{namespace}.{sub}" for sub in found)
 
 setup(packages=sorted(set(packages)), package_dir=ROOTS)

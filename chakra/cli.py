@@ -99,10 +99,17 @@ def _version(value: bool) -> None:
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    width: Optional[int] = typer.Option(
+        None,
+        "--width",
+        min=20,
+        help="Columns for tables and messages (default: COLUMNS, else the terminal's; not wrapped when piped).",
+    ),
 ) -> None:
-    if debug:
-        from chakra.cli_common import state
+    from chakra.cli_common import set_width, state
 
+    set_width(width)
+    if debug:
         state.debug = True
 
 

@@ -11,7 +11,8 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from enum import Enum
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -21,6 +22,45 @@ from chakra.errors import ChakraError
 console = Console()
 err_console = Console(stderr=True)
 
+#: Width of output that is not a terminal (a pipe, a file, CI): wide enough that tables take the
+#: width of their content, since nothing there wraps lines for the reader. rich's own default, 80
+#: columns, cuts cells (numbers included) with an ellipsis.
+UNBOUNDED_WIDTH = 1000
+
+
+class _FoldTables:
+    """A rich render hook for tables wider than the screen (a small terminal, --width): cells that
+    do not fit wrap onto more lines instead of ending in an ellipsis, so no number or name is cut."""
+
+    def process_renderables(self, renderables: list) -> list:
+        from rich.table import Table
+
+        for item in renderables:
+            if isinstance(item, Table):
+                for column in item.columns:
+                    if column.overflow == "ellipsis":
+                        column.overflow = "fold"
+        return renderables
+
+
+console.push_render_hook(_FoldTables())
+err_console.push_render_hook(_FoldTables())
+
+
+def set_width(width: Optional[int] = None) -> None:
+    """Output width of every command: `width` (chakra --width) when given, else COLUMNS, else the
+    terminal's; output that goes to no terminal is not wrapped at all (UNBOUNDED_WIDTH)."""
+    for con in (console, err_console):
+        if width:
+            con.width = width
+        elif os.environ.get("COLUMNS", "").isdigit() or con.is_terminal:
+            con.width = None  # type: ignore[assignment]  # rich: COLUMNS, then the terminal size
+        else:
+            con.width = UNBOUNDED_WIDTH
+
+
+set_width()
+
 
 class State:
     debug: bool = bool(os.environ.get("CHAKRA_DEBUG"))
@@ -29,6 +69,24 @@ class State:
 
 
 state = State()
+
+
+# Options that take one of a few words are enums: any other word is a usage error (exit 2, with
+# click's message listing the choices), like a mistyped command name.
+class Congestion(str, Enum):
+    aware = "aware"
+    unaware = "unaware"
+
+
+class CommMode(str, Enum):
+    model = "model"
+    replay = "replay"
+
+
+class MissingDeps(str, Enum):
+    error = "error"
+    drop = "drop"
+
 
 # Reusable option declarations so every subcommand spells them the same way.
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
@@ -110,7 +168,8 @@ def print_json(obj: Any) -> None:
 
 
 def make_progress(quiet: bool = False, transient: bool = True) -> Any:
-    """A rich progress bar on stderr; disabled with -q or when stderr is not a terminal... still cheap."""
+    """A rich progress bar on stderr; off with -q and when stderr is no terminal (a log gets no bar
+    frames, and an error that follows starts on the first line)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -121,7 +180,7 @@ def make_progress(quiet: bool = False, transient: bool = True) -> Any:
         TimeElapsedColumn(),
         console=err_console,
         transient=transient,
-        disable=quiet or state.quiet,
+        disable=quiet or state.quiet or not err_console.is_terminal,
     )
 
 

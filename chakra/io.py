@@ -124,6 +124,18 @@ def decompress_to(path: PathLike, dst: BinaryIO) -> int:
             n += len(chunk)
 
 
+#: Files people hand to a trace reader by mistake, by their first bytes: what they are, what to run.
+_OTHER_FORMATS = ((b"SQLite format 3\x00", "an SQLite database (an Nsight Systems report?)", "chakra convert nsys"),)
+
+
+def _refuse_other_formats(path: PathLike, head: bytes) -> None:
+    for magic, what, command in _OTHER_FORMATS:
+        if head.startswith(magic):
+            raise TraceFormatError(
+                path, f"{what}, not a Chakra trace: convert it first ({command} {path} -o PREFIX)", index=0, offset=0
+            )
+
+
 def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> Iterator[tuple[int, int, list[bytes]]]:
     """Yield (index of first message, its byte offset, [framed messages]) for runs of whole messages.
 
@@ -147,6 +159,8 @@ def iter_payload_batches(path: PathLike, stream: Optional[BinaryIO] = None) -> I
             if n - pos < (1 << 16) and not eof:
                 buf, base, pos, eof = _refill(f, path, buf, base, pos, _CHUNK, index)
                 n = len(buf)
+                if base == 0 and pos == 0:
+                    _refuse_other_formats(path, buf)
             if pos >= n:
                 return
             batch: list[bytes] = []

@@ -26,6 +26,7 @@ list of formats; help texts, `convert auto` and the tests are built from it.
 from __future__ import annotations
 
 import importlib
+import re
 import tarfile
 import zlib
 from pathlib import Path
@@ -54,7 +55,7 @@ PREFIX_BYTES = 64 * 1024
 _TAR_MEMBERS = 64
 
 __all__ = ["PLUGINS", "PREFIX_BYTES", "ConversionResult", "load", "plugins", "read_prefix", "detect", "detect_format",
-           "lazy_exports"]  # fmt: skip
+           "lazy_exports", "unrecognised_extras"]  # fmt: skip
 
 
 def lazy_exports(package: str, table: dict[str, str]) -> Any:
@@ -222,6 +223,31 @@ def detect(path: Path) -> list[str]:
     return found
 
 
+def _is_chakra_et(path: Path) -> bool:
+    """A .et file whose metadata and first node decode (only asked once no plugin took the file)."""
+    if not path.name.endswith((".et", ".et.gz")):
+        return False
+    from chakra.errors import ChakraError
+    from chakra.io import TraceReader
+
+    try:
+        with TraceReader(path) as reader:
+            next(iter(reader), None)
+        return True
+    except (ChakraError, OSError, ValueError):
+        return False
+
+
+def unrecognised_extras(inputs: list[Path]) -> list[Path]:
+    """Inputs among several that no format takes and whose names carry no rank number (a
+    manifest.json that a shell glob such as DIR/*.json brings along): `convert auto` skips them
+    with a note, as the batch converters skip such files in a folder."""
+    if len(inputs) < 2:
+        return []
+    extras = [p for p in inputs if Path(p).is_file() and not re.search(r"\d", Path(p).name) and not detect(p)]
+    return extras if len(extras) < len(inputs) else []
+
+
 def detect_format(inputs: list[Path]) -> str:
     """The format to convert `inputs` with, or an InputError saying which input is the problem.
 
@@ -235,6 +261,11 @@ def detect_format(inputs: list[Path]) -> str:
         if is_special(path):  # reading a FIFO's or device's head would block or never end
             check_input(path, "trace file")
         found = detect(path)
+        if not found and _is_chakra_et(Path(path)):
+            raise InputError(
+                f"{path}: already a Chakra trace (.et), nothing to convert: use it as it is "
+                f"(chakra validate / stats / simulate {path}); chakra jsonize gives its JSON form"
+            )
         if not found:
             names = ", ".join(PLUGINS)
             raise InputError(f"{path}: format not recognised (none of {names}); name it: chakra convert FORMAT ...")

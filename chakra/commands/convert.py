@@ -54,7 +54,11 @@ def convert_auto(
 ) -> None:
     """Recognise the format from the file contents (every format's sniff is asked) and convert with its defaults."""
     with handle_errors():
-        fmt = converters.detect_format(list(inputs))
+        inputs = list(inputs)
+        for extra in converters.unrecognised_extras(inputs):
+            info(f"skipped {extra}: not a trace of any format, and no rank number in its name", quiet or json_out)
+            inputs.remove(extra)
+        fmt = converters.detect_format(inputs)
         info(f"detected format: [bold]{fmt}[/]", quiet or json_out)
         module = converters.load(fmt)
         assert module is not None  # detect_format only names formats that loaded

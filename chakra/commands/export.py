@@ -7,7 +7,17 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, load_traces, print_json
+from chakra.cli_common import (
+    Congestion,
+    JsonOption,
+    MissingDeps,
+    QuietOption,
+    console,
+    handle_errors,
+    info,
+    load_traces,
+    print_json,
+)
 
 app = typer.Typer(
     name="export",
@@ -35,13 +45,17 @@ def astrasim_cmd(
     broadcast: str = typer.Option(
         "network", "--broadcast", help="network: rewrite to ALL_GATHER; replay: keep (ASTRA-sim replays its duration)."
     ),
-    missing_deps: str = typer.Option(
-        "error", "--missing-deps", help="A dependency on a node id absent from the trace: error, or drop the edge."
+    missing_deps: MissingDeps = typer.Option(
+        MissingDeps.error,
+        "--missing-deps",
+        help="A dependency on a node id absent from the trace: error, or drop the edge.",
     ),
     comm_group: Optional[Path] = typer.Option(
         None, "--comm-group", help="Comm-group JSON of the input (default: PREFIX.comm_groups.json beside it)."
     ),
-    backend: str = typer.Option("aware", "--backend", help="ASTRA-sim binary: aware (1-D networks) | unaware."),
+    backend: Congestion = typer.Option(
+        Congestion.aware, "--backend", help="ASTRA-sim binary: aware (1-D networks) | unaware."
+    ),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="Your network YAML (checked for this rank count and backend, then copied)."
     ),
@@ -74,8 +88,8 @@ def astrasim_cmd(
             file_groups=groups,
             unsupported=unsupported,
             broadcast=broadcast,
-            missing_deps=missing_deps,
-            backend=backend,
+            missing_deps=missing_deps.value,
+            backend=backend.value,
             network=network,
             system=system,
             memory=memory,

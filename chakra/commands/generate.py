@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,8 +11,15 @@ import typer
 
 from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
 
+
+class MLPMode(str, Enum):
+    mp = "mp"
+    dp_mp = "dp-mp"
+    mp_dp = "mp-dp"
+
+
 OutputOption = typer.Option(
-    ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
+    ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
 )
 TflopsOption = typer.Option(100.0, "--tflops", help="Device peak compute (TFLOP/s) for roofline durations.")
 MemBwOption = typer.Option(2000.0, "--mem-bw", help="Device memory bandwidth (GB/s, decimal) for roofline durations.")
@@ -82,7 +90,8 @@ def _finish(
         "process_groups": len(workload.groups),
         "flops": workload.total_flops(),
         "files": [str(p) for p in paths],
-        "comm_groups": str(comm_groups_path(output)),
+        # written only for groups other than the world (ASTRA-sim's id 0 needs no entry)
+        "comm_groups": str(groups_file) if (groups_file := comm_groups_path(output)).exists() else None,
         "seconds": round(time.perf_counter() - started, 3),
     }
     if extra:
@@ -99,7 +108,7 @@ def _finish(
     for key, value in (extra or {}).items():
         table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
     table.add_row("output", f"{output}.0.et .. {output}.{workload.num_ranks - 1}.et")
-    table.add_row("comm groups", summary["comm_groups"])
+    table.add_row("comm groups", summary["comm_groups"] or "none beyond all ranks: no comm_groups.json written")
     table.add_row("time", f"{summary['seconds']:.2f} s")
     console.print(table)
 
@@ -150,7 +159,7 @@ def microbench_cmd(
 
 @app.command("mlp")
 def mlp_cmd(
-    mode: str = typer.Option("dp-mp", "--mode", help="mp, dp-mp (DP on dim 1, MP on dim 2) or mp-dp."),
+    mode: MLPMode = typer.Option(MLPMode.dp_mp, "--mode", help="mp, dp-mp (DP on dim 1, MP on dim 2) or mp-dp."),
     dim1: int = typer.Option(4, "--dim1", help="NPUs along network dimension 1."),
     dim2: int = typer.Option(4, "--dim2", help="NPUs along network dimension 2."),
     layers: int = typer.Option(6, "--layers"),
@@ -171,7 +180,7 @@ def mlp_cmd(
         from chakra.dsl.builtins.mlp import MLPConfig, build_mlp
 
         started = time.perf_counter()
-        cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode, layers=layers, hidden=hidden, batch=batch)
+        cfg = MLPConfig(dim1=dim1, dim2=dim2, mode=mode.value, layers=layers, hidden=hidden, batch=batch)
         workload = build_mlp(cfg, _device(tflops, mem_bw))
         _finish(
             workload,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +11,11 @@ from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 from chakra.errors import InputError
+
+
+class Which(str, Enum):
+    compute = "compute"
+    all = "all"
 
 
 def interpolate_cmd(
@@ -27,7 +33,7 @@ def interpolate_cmd(
         None, "--model", help="Model linear in c0, c1...: e.g. 'c0 + c1*p1 + c2*p1^2 + c3*p2' or 'c0 + c1*bytes'."
     ),
     match: Optional[str] = typer.Option(None, "--match", help="Only fit sample names matching this regex."),
-    nodes: str = typer.Option("compute", "--nodes", help="Which nodes to rewrite: compute (COMP nodes) | all."),
+    nodes: Which = typer.Option(Which.compute, "--nodes", help="Which nodes to rewrite: compute (COMP nodes) | all."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -67,7 +73,7 @@ def interpolate_cmd(
         result: dict = {"fits": [f.to_json() for f in fits.values()], "scale": scale}
         if traces:
             loaded = read_traces(traces)
-            rep = ip.rewrite(loaded, fits, scale=scale, what=nodes)
+            rep = ip.rewrite(loaded, fits, scale=scale, what=nodes.value)
             paths = write_rank_traces(output, loaded)
             write_comm_groups(output, groups_beside(traces))  # the groups travel with the traces
             result["rewrite"] = {

@@ -11,7 +11,10 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import (
+    CommMode,
+    Congestion,
     JsonOption,
+    MissingDeps,
     QuietOption,
     console,
     handle_errors,
@@ -27,7 +30,11 @@ from chakra.files import create_temp, remove_stale_temps, write_error
 def simulate_cmd(
     traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
     network: Optional[Path] = typer.Option(
-        None, "--network", "-n", help="ASTRA-sim analytical network YAML (default: Ring of all ranks, 50 GB/s, 500 ns)."
+        None,
+        "--network",
+        "-n",
+        help="ASTRA-sim analytical network YAML (default: what export astra-sim writes: a Ring of all ranks, "
+        "FullyConnected for 2, 50 GB/s, 500 ns).",
     ),
     system: Optional[Path] = typer.Option(
         None, "--system", "-s", help="ASTRA-sim system JSON (default: bundled copy of ASTRA-sim's regression config)."
@@ -39,8 +46,10 @@ def simulate_cmd(
         help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
         "Default: PREFIX.comm_groups.json beside the traces, if any.",
     ),
-    congestion: str = typer.Option("aware", "--congestion", help="Analytical backend: aware | unaware."),
-    comm: str = typer.Option("model", "--comm", help="model: network model; replay: recorded duration_micros."),
+    congestion: Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend."),
+    comm: CommMode = typer.Option(
+        CommMode.model, "--comm", help="model: network model; replay: recorded duration_micros."
+    ),
     corrected: bool = typer.Option(
         False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
     ),
@@ -75,8 +84,8 @@ def simulate_cmd(
     timeline: Optional[Path] = typer.Option(
         None, "--timeline", help="Write a Chrome/Perfetto trace JSON of the simulated run."
     ),
-    missing_deps: str = typer.Option(
-        "error",
+    missing_deps: MissingDeps = typer.Option(
+        MissingDeps.error,
         "--missing-deps",
         help="A dependency on a node id absent from the trace: error, or drop the edge (official converter output).",
     ),
@@ -118,8 +127,8 @@ def simulate_cmd(
                 task = bar.add_task("reading ranks", total=None)
                 options = SimOptions(
                     comm_groups=comm_group,
-                    congestion=congestion,
-                    comm_mode=comm,
+                    congestion=congestion.value,
+                    comm_mode=comm.value,
                     log_path=log_path,
                     compat=not corrected,
                     breakdown="astra-sim" if astra_sim_breakdown else "overlap",
@@ -129,7 +138,7 @@ def simulate_cmd(
                     comm_scale=comm_scale,
                     policy=policy,
                     slots=_parse_slots(slots),
-                    missing_deps=missing_deps,
+                    missing_deps=missing_deps.value,
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )
                 result = simulate(traces, network, system, memory, options=options)

@@ -28,7 +28,7 @@ def synthesize_cmd(
     ),
     ranks: int = typer.Option(..., "--ranks", "-n", help="Rank count of the synthetic job (any number)."),
     output: Path = typer.Option(
-        ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et and PREFIX.comm_groups.json."
+        ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
     ),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
     obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace operator and group names with neutral ones."),

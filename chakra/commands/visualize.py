@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +12,12 @@ from rich.markup import escape
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json
 from chakra.errors import InputError
+
+
+class Edges(str, Enum):
+    all = "all"
+    data = "data"
+    ctrl = "ctrl"
 
 
 def visualize_cmd(
@@ -40,7 +47,7 @@ def visualize_cmd(
         help="Group consecutive nodes: auto (only when over --max-nodes), none, op (top-level operator), "
         "annotation, prefix (name prefix), name (repeated names).",
     ),
-    edges: str = typer.Option("all", "--edges", help="Which dependencies to draw: all, data or ctrl."),
+    edges: Edges = typer.Option(Edges.all, "--edges", help="Which dependencies to draw: all, data or ctrl."),
     links: bool = typer.Option(True, "--links/--no-links", help="Cross-rank send->recv and collective links."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to let Graphviz run."),
     quiet: bool = QuietOption,
@@ -113,7 +120,7 @@ def visualize_cmd(
             filters=filters,
             collapse=collapse,
             max_nodes=max_nodes,
-            edges=edges,
+            edges=edges.value,
             links=links,
             timeout=timeout,
         )

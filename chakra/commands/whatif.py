@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, MetadataNodeOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import (
+    CommMode,
+    JsonOption,
+    MetadataNodeOption,
+    QuietOption,
+    console,
+    handle_errors,
+    info,
+    print_json,
+)
+
+
+class Recipe(str, Enum):
+    """The recipes of chakra.sim.recipes.RECIPES, named here so `whatif --help` imports no simulator."""
+
+    amp = "amp"
+    fused_optimizer = "fused-optimizer"
+    scale_compute = "scale-compute"
+    network_bandwidth = "network-bandwidth"
+    data_parallel = "data-parallel"
+    drop_comm = "drop-comm"
+
 
 _ROWS = (
     ("step", "step time"),
@@ -24,12 +46,7 @@ _ROWS = (
 
 def whatif_cmd(
     traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
-    recipe: str = typer.Option(
-        ...,
-        "--recipe",
-        "-r",
-        help="amp | fused-optimizer | scale-compute | network-bandwidth | data-parallel | drop-comm",
-    ),
+    recipe: Recipe = typer.Option(..., "--recipe", "-r", help="The transformation to apply."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
     factor: Optional[float] = typer.Option(None, "--factor", "-f", help="scale-compute / network-bandwidth factor."),
     ranks: Optional[int] = typer.Option(None, "--ranks", "-n", help="data-parallel: number of ranks."),
@@ -64,7 +81,7 @@ def whatif_cmd(
     ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
     network: Optional[Path] = typer.Option(None, "--network", help="Network config (for data-parallel: N ranks)."),
     system: Optional[Path] = typer.Option(None, "--system", help="System config."),
-    comm: str = typer.Option("model", "--comm", help="model | replay (recorded comm durations)."),
+    comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),
     html: Optional[Path] = typer.Option(
@@ -88,6 +105,7 @@ def whatif_cmd(
     from chakra.io import read_traces, write_rank_traces
     from chakra.whatif.recipes import apply_recipe, predict, write_network_yaml
 
+    recipe, comm = recipe.value, comm.value  # type: ignore[assignment]
     with handle_errors():
         base = read_traces(traces)
         file_groups = groups_beside(traces)

@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 
 import orjson
 
-from chakra.commgroups import comm_groups_path
+from chakra.commgroups import write_comm_groups
 from chakra.dsl.device import Device
 from chakra.errors import ChakraError
 from chakra.schema import CollectiveType, NodeType, pb
@@ -537,6 +537,6 @@ class Workload:
 
         with output_set():
             paths = write_rank_traces(prefix, self.traces(metadata_node=metadata_node))
-            if comm_groups:
-                self.save_comm_groups(comm_groups_path(prefix))
+            if comm_groups:  # none when every collective is on the world group, as the converters do
+                write_comm_groups(prefix, self.comm_groups())
         return paths

@@ -18,17 +18,10 @@ import orjson
 
 from chakra.errors import ConfigError
 from chakra.io import atomic_output
-from chakra.sim.config import NetworkConfig, bundled_config_dir, load_memory, load_network, load_system
+from chakra.sim.config import NetworkConfig, bundled_config_dir, default_network, load_memory, load_network, load_system
 
 PathLike = Union[str, os.PathLike]
 BACKENDS = {"aware": "AstraSim_Analytical_Congestion_Aware", "unaware": "AstraSim_Analytical_Congestion_Unaware"}
-
-
-def default_network(npus: int) -> NetworkConfig:
-    """One dimension at chakra simulate's default link (50 GB/s, 500 ns): a Ring, or FullyConnected
-    for 2 NPUs (the congestion-aware binary asserts on a Ring of 2)."""
-    topo = "FullyConnected" if npus == 2 else "Ring"
-    return NetworkConfig(topology=[topo], npus_count=[npus], bandwidth=[50.0], latency=[500.0])
 
 
 def check_network(net: NetworkConfig, npus: int, backend: str) -> None:

@@ -334,7 +334,7 @@ def simulate(
 
     `traces`: a list of `Trace` (rank = `.rank` or list position), a PREFIX (`PREFIX.<rank>.et`),
     or trace paths. `network`/`system`/`memory`: dataclasses or ASTRA-sim config paths (network
-    None = Ring of all ranks, 50 GB/s, 500 ns; system None = the bundled regression config;
+    None = default_network(ranks), as export writes; system None = the bundled regression config;
     memory None = NO_MEMORY_EXPANSION). `congestion`: "aware" | "unaware". `comm_mode`: "model" |
     "replay" (comm nodes take their recorded duration). `policy`: "id" (smallest ready id first,
     as ASTRA-sim) or `f(ready_node_ids, rank) -> node id`. `compat=True` follows ASTRA-sim's known

@@ -377,8 +377,12 @@ def bundled_config_dir() -> Path:
 
 
 def default_network(num_ranks: int) -> NetworkConfig:
-    """The regression test's link (Ring, 50 GB/s, 500 ns) sized to `num_ranks`: used when --network is omitted."""
-    return NetworkConfig(topology=["Ring"], npus_count=[max(1, num_ranks)], bandwidth=[50.0], latency=[500.0])
+    """The network used when --network is omitted (by simulate, whatif and export alike): one
+    dimension of the regression test's link (50 GB/s, 500 ns) over `num_ranks`, a Ring, or
+    FullyConnected for 2 NPUs, since ASTRA-sim's congestion-aware backend aborts on a Ring of 2."""
+    npus = max(1, num_ranks)
+    topology = "FullyConnected" if npus == 2 else "Ring"
+    return NetworkConfig(topology=[topology], npus_count=[npus], bandwidth=[50.0], latency=[500.0])
 
 
 def default_system() -> SystemConfig:

@@ -268,6 +268,17 @@ def read_detail_logs(
         shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
         claim = f"the summary announces {total} procs" if summary is not None and total == summary.total_procs \
             else f"the highest proc is {total - 1}"  # fmt: skip
+        given = {Path(p).resolve() for p in paths}
+        beside = sorted(
+            p.name for p in paths[0].parent.glob("*.log") if detail_proc_key(p) and p.resolve() not in given
+        )
+        if beside:  # the user named some dumps of a folder that has the rest
+            listed = ", ".join(beside[:4]) + (" ..." if len(beside) > 4 else "")
+            raise InputError(
+                f"{paths[0].parent}: {claim}, but only {len(timelines)} detail dump(s) were given; {listed} "
+                f"{'is' if len(beside) == 1 else 'are'} beside it: give every dump, or the folder "
+                f"(chakra convert bigsim {paths[0].parent})"
+            )
         raise InputError(f"{paths[0].parent}: {claim}, but there is no detail dump for procs {shown}")
     notes: list[str] = []
     if num_wth is None:

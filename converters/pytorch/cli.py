@@ -13,7 +13,7 @@ from chakra.cli_common import (
     QuietOption,
     SchedulerOption,
     WorkersOption,
-    err_console,
+    console,
     handle_errors,
     print_json,
 )
@@ -27,7 +27,7 @@ def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
     elif not quiet:
         from .summary import render
 
-        render(result.summary, err_console)
+        render(result.summary, console)
 
 
 def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], scheduler: Optional[str],

@@ -120,7 +120,7 @@ def _convert_rank(
     if et is not None and et.pg_init and not options.metadata_node:
         for op in et.pg_init:  # nothing depends on it (the builder emits it on its own)
             ops.pop(op.id, None)
-        dropped["process_group:init (groups written to PREFIX.comm_groups.json)"] += len(et.pg_init)
+        dropped["process_group:init METADATA node (--metadata-node keeps it)"] += len(et.pg_init)
     merged = map_comms(ops, rank, pgs, stats)
     for m in merged:
         del ops[m.id]
@@ -318,8 +318,12 @@ def _read_split(
             (ets if classify(name, raw) == "et" else kins).append((name, raw))
     for path in kineto_paths:
         for name, raw in read_input_bytes(Path(path)):
-            if classify(name, raw) != "kineto":
-                raise TraceFormatError(name, "given with --kineto but it is not a Kineto trace")
+            if classify(name, raw) != "kineto":  # -k, or `convert kineto`
+                raise TraceFormatError(
+                    name,
+                    "a PyTorch Execution Trace, not a Kineto trace: convert it with `chakra convert pytorch` "
+                    "(with its Kineto trace after -k)",
+                )
             kins.append((name, raw))
     return ets, kins
 

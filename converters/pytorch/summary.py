@@ -1,4 +1,6 @@
-"""The per-rank conversion summary as rich tables (people) or plain dicts (`--json`)."""
+"""The per-rank conversion summary as rich tables (people) or plain dicts (`--json`).
+
+Tables are results (stdout); the warnings under them go to stderr with every other warning."""
 
 from __future__ import annotations
 
@@ -7,7 +9,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from chakra.cli_common import warn
 from chakra.units import fmt_bytes
+
+
+def _groups_line(s: dict[str, Any]) -> str:
+    """Where the rank's process groups went: the comm-groups file, or why there is none."""
+    groups = s.get("process_groups") or {}
+    if s.get("comm_groups"):
+        return f"{len(groups)} written to {s['comm_groups']}"
+    if groups:
+        return "only the default group (all ranks): no comm_groups.json needed"
+    return "none recorded"
 
 
 def render(summaries: list[dict[str, Any]], console: Console) -> None:
@@ -37,6 +50,7 @@ def render(summaries: list[dict[str, Any]], console: Console) -> None:
             table.add_row(f"  comm {coll}", f"{v['count']} x, {fmt_bytes(v['bytes'])} total")
         for step, us in (s.get("profiler_steps_us") or {}).items():
             table.add_row(f"  {step}", f"{us:,} µs")
+        table.add_row("process groups", _groups_line(s))
         for reason, count in s.get("dropped", {}).items():
             table.add_row("dropped", f"{count:,} {reason}")
         for name, count in (s.get("unknown") or {}).items():
@@ -44,4 +58,4 @@ def render(summaries: list[dict[str, Any]], console: Console) -> None:
         table.add_row("time", f"{s.get('seconds', 0)} s")
         console.print(table)
         for w in s.get("warnings", []):
-            console.print(f"[yellow]warning:[/] rank {s['rank']}: {w}", highlight=False)
+            warn(f"rank {s['rank']}: {w}")

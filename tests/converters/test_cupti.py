@@ -126,3 +126,34 @@ def test_sniff_rejects_other_json(tmp_path):
     other = tmp_path / "trace.json"
     other.write_text('{"traceEvents": [{"ph": "X", "name": "k"}]}')
     assert detect(other) == ["kineto"]
+
+
+def test_bundled_records_are_a_fresh_export_of_the_real_report(run_cli, samples_dir, tmp_path):
+    """The sample the README converts is what `convert nsys --cupti-records` makes of the real report."""
+    report = samples_dir / "nsys" / "testcuda_nsys2026.1_report2.sqlite"
+    bundled = samples_dir / "cupti" / "testcuda_nsys2026.1_report2.cupti.jsonl"
+    out = tmp_path / "records.jsonl"
+    res = run_cli("convert", "nsys", str(report), "--cupti-records", str(out))
+    assert res.exit_code == 0, res.stderr
+    assert "77 CUPTI records" in res.stderr and not list(tmp_path.glob("*.et"))
+    assert out.read_bytes() == bundled.read_bytes()
+    # Both paths give the same graph: the report straight, and its records.
+    a = run_cli("convert", "nsys", str(report), "-o", str(tmp_path / "a"), "--json")
+    b = run_cli("convert", "cupti", str(bundled), "-o", str(tmp_path / "b"), "--json")
+    ra, rb = orjson.loads(a.stdout)["ranks"][0], orjson.loads(b.stdout)["ranks"][0]
+    assert (ra["nodes"], ra["tasks"], ra["span_us"]) == (rb["nodes"], rb["tasks"], rb["span_us"])
+    assert ra["nodes"] == 92 and ra["tasks"]["kernel"] == 4
+
+
+def test_cupti_records_option_usage(run_cli, samples_dir, tmp_path):
+    reports = sorted((samples_dir / "nsys").glob("*.sqlite"))
+    res = run_cli("convert", "nsys", *map(str, reports), "--cupti-records", str(tmp_path / "r.jsonl"))
+    assert res.exit_code == 2 and "one report" in res.stderr
+    res = run_cli("convert", "nsys", str(reports[0]))
+    assert res.exit_code == 2 and "--cupti-records" in res.stderr
+    # With -o as well: the records and the traces, from one run.
+    res = run_cli(
+        "convert", "nsys", str(reports[0]), "--cupti-records", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "t")
+    )
+    assert res.exit_code == 0, res.stderr
+    assert (tmp_path / "r.jsonl").is_file() and (tmp_path / "t.0.et").is_file()

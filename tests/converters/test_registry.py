@@ -29,6 +29,7 @@ SAMPLE_FORMATS = [
     ("astrasim/text_workloads/*.txt", "text"),
     ("bigsim/sample_namd_timings.txt", None),  # TRACEBIGSIM timing lines: input of `chakra interpolate`
     ("bigsim/text2log_v6_examples.tgz", None),  # a tarball of log folders: unpacked below
+    ("cupti/*.cupti.jsonl", "cupti"),  # records exported from nsys/testcuda_nsys2026.1_report2.sqlite
     ("et/official_small_chakra.0.json", "json"),
     ("et/feeder_tests_trace.tar.gz", None),  # a tarball of a Chakra .et (the official feeder test trace)
     ("kineto/*.json.gz", "kineto"),

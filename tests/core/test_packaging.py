@@ -67,3 +67,32 @@ def test_wheel_in_fresh_venv(wheel, tmp_path, samples_dir, protobuf):
     )
     assert sim.returncode == 0, sim.stderr
     assert json.loads(sim.stdout)["finish_ns"] == 117780
+
+
+def test_build_lists_every_packaged_folder(tmp_path):
+    """A build names every folder it ships (chakra/data holds the bundled configs), so setuptools
+    prints no BuildBackendWarning pages during `make setup` / `make demo`, and the data is in the wheel."""
+    import zipfile
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = proc.stdout + proc.stderr
+    assert "BuildBackendWarning" not in log and "absent from the `packages`" not in log
+    (whl,) = tmp_path.glob("chakra_et-*.whl")
+    names = set(zipfile.ZipFile(whl).namelist())
+    assert {"chakra/data/configs/system.json", "chakra/data/sweep_grid.schema.json"} <= names

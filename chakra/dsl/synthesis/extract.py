@@ -10,7 +10,6 @@ nothing waits for it, i.e. fully overlapped).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -18,13 +17,17 @@ from chakra.schema import COMM_NODE_TYPES, NodeType
 from chakra.schema.attrs import get_attr, get_int
 from chakra.trace import Trace
 
-_DIGITS = re.compile(r"\d+")
 COMPUTE_TYPES = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
 
 
 def op_class(name: str) -> str:
-    """Operator class of a node name: numbers (layer, microbatch, bucket indices) folded to '#'."""
-    return _DIGITS.sub("#", name) or "<unnamed>"
+    """Operator class of a node name, as `chakra analyze` and `chakra diff` group operators
+    (chakra.analysis.op_class): the name less call-site noise and a trailing step or instance
+    number, so `ProfilerStep#2` is `ProfilerStep` and `c10d::allreduce_` stays itself. Synthetic
+    nodes are named by their class, so a diff of real and synthetic traces lines them up."""
+    from chakra.analysis import op_class as analysis_class
+
+    return analysis_class(name)
 
 
 @dataclass
@@ -35,6 +38,7 @@ class CommEvent:
     pg: str  # pg_name for collectives; "src>dst" (global ranks) for p2p
     lag: Optional[int]  # compute nodes until the first dependent, None if nothing depends on it
     gap: int  # compute nodes since the previous comm event
+    duration: int = 0  # recorded duration_micros
 
 
 @dataclass
@@ -79,6 +83,7 @@ def timeline(trace: Trace, rank: int, world: int) -> RankTimeline:
                 src, dst = get_int(n, "comm_src", rank), get_int(n, "comm_dst", rank)
                 direction = 1 if t == NodeType.COMM_SEND_NODE else -1
                 ev = CommEvent("p2p", direction, size, f"{src}>{dst}", None, since)
+            ev.duration = int(n.duration_micros)
             position[n.id] = (comp_index, len(tl.comms))
             tl.comms.append(ev)
             since = 0

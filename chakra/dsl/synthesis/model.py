@@ -173,6 +173,8 @@ class SynthModel:
     cpu_class: dict[str, bool] = field(default_factory=dict)
     duration_values: dict[str, np.ndarray] = field(default_factory=dict)
     lags: dict[Token, list[Optional[int]]] = field(default_factory=lambda: defaultdict(list))
+    # Recorded durations of the comm events of each token (what a replay of the trace uses).
+    comm_durations: dict[Token, list[int]] = field(default_factory=lambda: defaultdict(list))
     token_counts: Counter = field(default_factory=Counter)
     input_worlds: list[int] = field(default_factory=list)
 
@@ -260,6 +262,7 @@ def fit(jobs: list[JobView], seed: int = 0) -> SynthModel:
                 m.gaps[tok].append(ev.gap)
                 m.all_gaps.append(ev.gap)
                 m.lags[tok].append(ev.lag)
+                m.comm_durations[tok].append(ev.duration)
             m.tails.append(tl.tail)
         m.lengths.append(len(toks))
         m.token_counts.update(toks)

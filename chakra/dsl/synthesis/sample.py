@@ -76,6 +76,9 @@ def sample(m: SynthModel, ranks: int, seed: int = 0, obfuscate: bool = False, le
     for t in tokens:
         options = m.lags.get(t) or [None]
         lags.append(options[rng.integers(len(options))])
+    # Comm durations draw from their own stream, so the rest of a seeded sample stays as it was.
+    comm_rng = np.random.default_rng([seed, 1])
+    comm_us = [int(comm_rng.choice(m.comm_durations[t])) if m.comm_durations.get(t) else 0 for t in tokens]
 
     # Operator classes of every compute node, then their durations per rank.
     classes = list(m.class_counts)
@@ -132,7 +135,7 @@ def sample(m: SynthModel, ranks: int, seed: int = 0, obfuscate: bool = False, le
                 ).ids[r]
             index += 1
 
-    for tok, size, gap, lag in zip(tokens, sizes, gaps, lags):
+    for tok, size, gap, lag, dur in zip(tokens, sizes, gaps, lags, comm_us):
         compute_run(gap)
         kind, ctype, cls, _ = tok
         if kind == "coll":
@@ -143,7 +146,8 @@ def sample(m: SynthModel, ranks: int, seed: int = 0, obfuscate: bool = False, le
             ids: dict[int, int] = {}
             for g in group_cache[cls]:
                 after = Ref({r: prev[r] for r in g.ranks if r in prev}, "prev") if prev else None
-                ids.update(w.collective(ctype, size, group=g, after=after if after and after.ids else None).ids)
+                after = after if after and after.ids else None
+                ids.update(w.collective(ctype, size, group=g, after=after, duration_us=dur).ids)
             ref = Ref(ids, "coll")
         else:
             world_in = ctype
@@ -154,7 +158,7 @@ def sample(m: SynthModel, ranks: int, seed: int = 0, obfuscate: bool = False, le
                 if src >= ranks or dst >= ranks or src == dst:
                     continue
                 after = [Ref({x: prev[x]}, "prev") for x in (src, dst) if x in prev]
-                pair = w.send(src, dst, size, after=after or None)
+                pair = w.send(src, dst, size, after=after or None, duration_us=dur)
                 ids[src] = pair.send[src]
                 ids[dst] = pair.recv[dst]
             if not ids:
