@@ -13,6 +13,7 @@ from chakra.cli_common import (
     SchedulerOption,
     WorkersOption,
     handle_errors,
+    info,
 )
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 

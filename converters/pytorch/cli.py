@@ -16,6 +16,7 @@ from chakra.cli_common import (
     console,
     handle_errors,
     print_json,
+    warn,
 )
 from chakra.converters.result import ConversionResult
 
@@ -27,7 +28,7 @@ def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
     elif not quiet:
         from .summary import render
 
-        render(result.summary, console)
+        render(result.summary, console, warn)
 
 
 def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], scheduler: Optional[str],

@@ -4,12 +4,11 @@ Tables are results (stdout); the warnings under them go to stderr with every oth
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.table import Table
 
-from chakra.cli_common import warn
 from chakra.units import fmt_bytes
 
 
@@ -23,7 +22,7 @@ def _groups_line(s: dict[str, Any]) -> str:
     return "none recorded"
 
 
-def render(summaries: list[dict[str, Any]], console: Console) -> None:
+def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[str], None]) -> None:
     for s in summaries:
         title = f"rank {s['rank']}: {s.get('output', '')}"
         table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
