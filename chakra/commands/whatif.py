@@ -22,7 +22,7 @@ from chakra.cli_common import (
 
 
 class Recipe(str, Enum):
-    """The recipes of chakra.sim.recipes.RECIPES, named here so `whatif --help` imports no simulator."""
+    """The recipes of chakra.whatif.recipes.RECIPES, named here so `whatif --help` imports no simulator."""
 
     amp = "amp"
     fused_optimizer = "fused-optimizer"

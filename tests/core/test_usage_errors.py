@@ -32,7 +32,7 @@ def test_bad_option_value_is_a_usage_error(run_cli, args, option, choices):
 
 def test_every_recipe_is_a_choice():
     from chakra.commands.whatif import Recipe
-    from chakra.sim.recipes import RECIPES
+    from chakra.whatif.recipes import RECIPES
 
     assert [r.value for r in Recipe] == list(RECIPES)
 
