@@ -157,6 +157,51 @@ def check_rank(trace: Trace, report: Report) -> None:
         if cycle:
             shown = " -> ".join(map(str, cycle[:12])) + (" ..." if len(cycle) > 12 else "")
             report.add(ERROR, "cycle", f"dependency cycle: {shown}", rank, cycle[0])
+        else:
+            check_collective_order(trace, report)
+
+
+def check_collective_order(trace: Trace, report: Report) -> None:
+    """Collectives of one process group that the dependencies leave unordered and that differ.
+
+    The simulator's rendezvous (and ASTRA-sim) number a group's collectives in the order the rank
+    issues them, which is any order its dependencies allow; `chakra.sim.rendezvous.order_conflicts`
+    is that rule, so a trace this passes cannot meet different collectives on different ranks.
+    """
+    from chakra.graph import dependency_lists, priority_topo_order
+    from chakra.sim.collective_run import MODELLED
+    from chakra.sim.rendezvous import meet_key, order_conflicts
+
+    nodes = trace.nodes
+    colls: dict[int, tuple[str, tuple[int, int]]] = {}
+    count: Counter = Counter()
+    for i, n in enumerate(nodes):
+        if n.type != NodeType.COMM_COLL_NODE:
+            continue
+        amap = _attr_map(n)
+        ctype = _num(amap.get("comm_type"))
+        if ctype not in MODELLED or "comm_size" not in amap:
+            continue  # replayed from its duration: never rendezvous
+        pg = amap.get("pg_name")
+        pg_name = str(attr_value(pg) or "") if pg is not None else ""
+        colls[i] = (pg_name, meet_key(ctype, _num(amap.get("comm_size")) or 0))
+        count[pg_name] += 1
+    if max(count.values(), default=0) < 2:
+        return
+    _, parents = dependency_lists(nodes)
+    order, _stuck = priority_topo_order(parents, range(len(nodes)))
+    for pg, a, b in order_conflicts(parents, order, colls):
+        na, nb = nodes[a], nodes[b]
+        report.add(
+            ERROR,
+            "collective-order-open",
+            f"process group {pg or 'all'!r}: collectives node {na.id} ({collective_name(colls[a][1][0])} "
+            f"{colls[a][1][1]} B) and node {nb.id} ({collective_name(colls[b][1][0])} {colls[b][1][1]} B) have "
+            "no dependency path between them, so ranks may issue them in different orders and meet "
+            "different collectives (make the later depend on the earlier)",
+            trace.rank,
+            nb.id,
+        )
 
 
 def _check_comm(n: pb.Node, amap: dict[str, pb.AttributeProto], rank: Optional[int], report: Report) -> None:

@@ -4,6 +4,11 @@ Members meet per (process group, sequence number on that group): every rank must
 collectives in the same order (ASTRA-sim matches them by stream tag, which counts the same way); a
 different type or size at the same position is an error naming both nodes.
 
+The rule is shared with `chakra validate` (`meet_key`, `order_conflicts`): a rank issues a group's
+collectives in whatever order its dependencies let them start, so two collectives of one group
+that no dependency path orders may meet in different orders on different ranks; when they differ
+(`meet_key`), the rendezvous refuses the trace on some runs and configs and not on others.
+
 Two modes, chosen per simulation:
 
 - isolated (default): when the last member issues, the collective model gives every member's
@@ -16,11 +21,58 @@ Two modes, chosen per simulation:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from chakra.schema import collective_name
 from chakra.sim.core import Clock, SimDeadlock
 from chakra.sim.messages import Messenger
+
+
+def meet_key(ctype: int, size: int) -> tuple[int, int]:
+    """What must be equal for members' nodes at one position of a group to form one collective."""
+    return (ctype, size)
+
+
+def order_conflicts(
+    parents: Sequence[Sequence[int]], order: Sequence[int], colls: dict[int, tuple[str, tuple[int, int]]]
+) -> list[tuple[str, int, int]]:
+    """Pairs of one rank's collectives whose order on their group the dependencies leave open.
+
+    `parents`: node index -> parent indices; `order`: the node indices in a dependency-respecting
+    order; `colls`: node index -> (process group, `meet_key`) of the collectives that rendezvous.
+    Returns (group, earlier, later) node indices, one pair per group: the first collective (in
+    `order`) that some earlier one of its group with another key does not precede. When none is
+    returned, every order the rank can issue a group's collectives in gives the same keys.
+    (Two unordered collectives can always be issued either way round, so a pair is a real
+    ambiguity; unordered collectives with equal keys are interchangeable.)
+    """
+    bit = {i: 1 << k for k, i in enumerate(c for c in order if c in colls)}
+    at = {b: i for i, b in bit.items()}
+    anc: list[int] = [0] * len(parents)  # bit mask of the collectives each node (transitively) follows
+    seen: dict[str, int] = {}  # group -> mask of its collectives so far
+    same: dict[tuple[str, tuple[int, int]], int] = {}  # (group, key) -> mask of those collectives
+    out: dict[str, tuple[str, int, int]] = {}
+    for i in order:
+        ps = parents[i]
+        if len(ps) == 1:  # the common case keeps the parent's int (no new object per node)
+            p = ps[0]
+            m = anc[p] | bit[p] if p in bit else anc[p]
+        else:
+            m = 0
+            for p in ps:
+                m |= anc[p] | bit.get(p, 0)
+        anc[i] = m
+        c = colls.get(i)
+        if c is None:
+            continue
+        pg = c[0]
+        open_ = seen.get(pg, 0) & ~same.get(c, 0) & ~m
+        if open_ and pg not in out:
+            out[pg] = (pg, at[open_ & -open_], i)
+        seen[pg] = seen.get(pg, 0) | bit[i]
+        same[c] = same.get(c, 0) | bit[i]
+    return list(out.values())
 
 
 class Rendezvous:
@@ -48,7 +100,7 @@ class Rendezvous:
             if self.live:
                 run = self.model.live(ctype, size, members, inv, self.clock, self.messenger, key, self._finisher(key))
             p = self.pending[key] = [ctype, size, [], run, 0, members]
-        elif p[0] != ctype or p[1] != size:
+        elif meet_key(p[0], p[1]) != meet_key(ctype, size):
             r0, x0 = p[2][0]
             raise SimDeadlock(
                 f"collective #{sq} on process group {pg or 'all'!r} does not match: rank {r0} node "
