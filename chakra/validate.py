@@ -25,11 +25,13 @@ from chakra.trace import Trace
 ERROR = "error"
 WARNING = "warning"
 
-#: Collectives whose per-rank size legitimately differs (uneven all-to-all, root-only buffers).
+#: Collectives whose per-rank size legitimately differs in PyTorch (uneven all-to-all, root-only
+#: buffers); a warning unless the simulator's rendezvous meets them (then members must agree).
 SIZE_MAY_DIFFER = frozenset(
     {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}
 )
 KEEP_PER_CODE = 20
+_REFUSED = " (simulate refuses it; `chakra export astra-sim` gives every member the largest)"
 
 
 @dataclass
@@ -308,6 +310,9 @@ def check_cross_rank_summaries(
     summaries: Sequence[CommSummary], report: Report, file_groups: Optional[dict[str, list[int]]] = None
 ) -> None:
     """The cross-rank rules on per-rank summaries (so ranks can be summarised where they are read)."""
+    from chakra.sim.collective_run import MODELLED
+    from chakra.sim.rendezvous import meet_key
+
     ranks = [s.rank for s in summaries]
     if len(summaries) < 2 or any(r is None for r in ranks):
         return
@@ -356,12 +361,15 @@ def check_cross_rank_summaries(
                     )
                     break
                 if s0 != s1:
-                    severity = WARNING if t0 in SIZE_MAY_DIFFER else ERROR
+                    # Collectives the simulator's rendezvous meets must agree on `meet_key` (it
+                    # refuses them otherwise; ASTRA-sim hangs); replayed ones may differ.
+                    met = t0 in MODELLED and meet_key(t0, s0) != meet_key(t1, s1)
+                    severity = WARNING if t0 in SIZE_MAY_DIFFER and not met else ERROR
                     report.add(
                         severity,
                         "collective-size-mismatch",
                         f"{label}: collective #{i} ({collective_name(t0)}) is {s0} bytes on rank {ref_rank} "
-                        f"(node {id0}) but {s1} bytes on rank {r} (node {id1})",
+                        f"(node {id0}) but {s1} bytes on rank {r} (node {id1})" + (_REFUSED if met else ""),
                         r,
                         id1,
                     )

@@ -18,9 +18,11 @@ Workloads (sizes are small on purpose: the traces go into the repository):
   pp      pipeline parallelism by hand: one stage per rank, 4 micro-batches, 1F1B schedule with
           send/recv of activations and gradients.
   moe     expert parallelism: tokens routed with `all_to_all_single` and uneven splits (dispatch
-          and combine, forward and backward), data-parallel all-reduce of the dense gradients.
+          and combine, forward and backward; capacity-balanced: every expert gets as many tokens
+          as every rank sends), data-parallel all-reduce of the dense gradients.
   groups  2-D parallelism: tensor-parallel groups of 2 and data-parallel groups across them, both
-          in use in the same step (TP all-reduces in forward/backward, DP all-reduce of grads).
+          in use in the same step (TP all-reduces in forward/backward, DP all-reduce of grads),
+          plus the loss all-reduced on the world group.
   misc    broadcast of the initial weights, barrier, coalesced all-reduce and all-gather
           (`_coalescing_manager`), all_gather_into_tensor, reduce_scatter_tensor, all_to_all.
 """
@@ -162,6 +164,9 @@ def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     first, last = rank == 0, rank == world - 1
     x, y = _data(0, BATCH * micro)
     mb = BATCH
+    # Sends are asynchronous (a blocking gloo send waits for its receive, and in 1F1B neighbours
+    # send to each other at the same time); they complete before the optimizer step.
+    sends: list = []
 
     def forward(i: int, saved: dict) -> None:
         if first:
@@ -174,7 +179,7 @@ def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
         if last:
             out = nn.functional.mse_loss(out, y[i * mb : (i + 1) * mb])
         else:
-            dist.send(out.detach(), dst=rank + 1)
+            sends.append((dist.isend(out.detach(), dst=rank + 1), out))
         saved[i] = (inp, out)
 
     def backward(i: int, saved: dict) -> None:
@@ -186,7 +191,7 @@ def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
             dist.recv(grad, src=rank + 1)
             out.backward(grad)
         if not first:
-            dist.send(inp.grad, dst=rank - 1)
+            sends.append((dist.isend(inp.grad, dst=rank - 1), inp))
 
     def step() -> None:
         # 1F1B: warm-up forwards (deeper stages fewer), steady one-forward-one-backward, cool-down.
@@ -205,19 +210,24 @@ def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
         while b < micro:
             backward(b, saved)
             b += 1
+        for work, _tensor in sends:
+            work.wait()
+        sends.clear()
         opt.step()
 
     return step, {"stages": world, "microbatches": micro, "schedule": "1F1B"}
 
 
 def _moe_splits(world: int, tokens: int) -> list[list[int]]:
-    """splits[i][j]: tokens rank i sends to rank j (uneven, the same on every rank, rows sum to `tokens`)."""
+    """splits[i][j]: tokens rank i sends to expert (rank) j: uneven, the same table on every rank.
+
+    Capacity-balanced routing: row j is row 0 shifted, so every rank sends and every expert
+    receives `tokens` in all (each all-to-all moves the same bytes per rank, as the simulators
+    need), while the pairs differ."""
     g = torch.Generator().manual_seed(7)
-    out = []
-    for _ in range(world):
-        cut = sorted(torch.randint(0, tokens + 1, (world - 1,), generator=g).tolist())
-        out.append([b - a for a, b in zip([0, *cut], [*cut, tokens])])
-    return out
+    cut = sorted(torch.randint(0, tokens + 1, (world - 1,), generator=g).tolist())
+    base = [b - a for a, b in zip([0, *cut], [*cut, tokens])]
+    return [[base[(j - i) % world] for j in range(world)] for i in range(world)]
 
 
 def moe(rank: int, world: int) -> tuple[Callable[[], None], dict]:
@@ -262,10 +272,12 @@ def groups(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
         for p in model.parameters():
             dist.all_reduce(p.grad, group=my_dp)
         opt.step()
+        dist.all_reduce(loss.detach())  # the mean loss for logging, on the world group
 
     return step, {"tp_groups": tp_groups, "dp_groups": dp_groups}
 
@@ -340,7 +352,7 @@ def _gzip(path: str) -> None:
     os.remove(path)
 
 
-def record(out_root: str, workload: str, world: int, port: int) -> dict:
+def record(out_root: str, workload: str, world: int, port: int, timeout_s: float = 600.0) -> dict:
     """Run one zoo workload on `world` gloo ranks; writes OUT/<workload><world>/ and returns its manifest."""
     import torch.multiprocessing as mp
 
@@ -352,7 +364,12 @@ def record(out_root: str, workload: str, world: int, port: int) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     t0 = time.time()
-    mp.start_processes(_worker, args=(world, port, workload, out_dir, queue), nprocs=world, join=True)
+    procs = mp.start_processes(_worker, args=(world, port, workload, out_dir, queue), nprocs=world, join=False)
+    while not procs.join(timeout=5):
+        if time.time() - t0 > timeout_s:  # a workload that deadlocks must not hang the recorder
+            for p in procs.processes:
+                p.kill()
+            raise RuntimeError(f"{name}: ranks still running after {timeout_s:.0f} s (killed)")
     infos = {}
     while not queue.empty():
         rank, got = queue.get()
