@@ -283,6 +283,13 @@ def _cpu_parent(op: Op, ops: dict[int, Op]) -> Optional[Op]:
 
 
 def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: list[Call]) -> Optional[Call]:
+    gloo = ex.name.startswith("gloo:")
+    if gloo:
+        # gloo runs its ops on its own threads, and the ET gives each the op the main thread was in
+        # as parent (often the NEXT collective call): the tensor it works on is the reliable link.
+        call = _call_by_tensor(ex, call_list)
+        if call is not None:
+            return call
     # 1. Through the tree: the kernel's launcher, or the nccl:/gloo: op's ET parent.
     start = ex.launcher.id if ex.launcher is not None else ex.parent
     if start in calls:
@@ -291,24 +298,36 @@ def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: li
         anc = _call_ancestor(ops[start], ops, calls)
         if anc is not None and _compatible(ex, anc):
             return anc
-    if not ex.name.startswith("gloo:"):
+    if not gloo:
         return None
-    # 2. gloo: a call that started before the executor and shares a tensor, else the latest compatible one.
-    keys = _keys(ex)
-    best = None
+    # 2. gloo without a shared tensor: the latest compatible call before it.
     for call in reversed(call_list):
-        if call.op.id >= ex.id or not _compatible(ex, call):
-            continue
-        if best is None:
-            best = call
-        if keys:
-            if call.keys is None:
-                call.keys = _keys(call.op)
-            if keys & call.keys:
-                return call
         if ex.id - call.op.id > 5000:
             break
-    return best
+        if call.op.id < ex.id and _compatible(ex, call):
+            return call
+    return None
+
+
+def _call_by_tensor(ex: Op, call_list: list[Call]) -> Optional[Call]:
+    """The call before `ex` that shares a tensor with it: the earliest one no executor has claimed
+    yet (a tensor all-reduced twice in a row is two calls, executed in order), else the latest."""
+    keys = _keys(ex)
+    if not keys:
+        return None
+    latest = unclaimed = None
+    for call in reversed(call_list):
+        if ex.id - call.op.id > 5000:
+            break
+        if call.op.id >= ex.id or not _compatible(ex, call):
+            continue
+        if call.keys is None:
+            call.keys = _keys(call.op)
+        if keys & call.keys:
+            latest = latest or call
+            if not call.executors:
+                unclaimed = call
+    return unclaimed or latest
 
 
 def _compatible(ex: Op, call: Call) -> bool:

@@ -23,7 +23,8 @@ collectives in the order they were issued, and every replay (ours, ASTRA-sim's) 
 collective a rank issues on a group with the k-th of every other member. Executors do not give
 that order by themselves (gloo runs a group's collectives on two worker threads, so two of them
 overlap on two chains, and an executor follows only what had finished when it started), so each
-collective also depends (ctrl) on the previous one of its group in issue order (`_order_collectives`).
+collective also depends (ctrl) on the previous one of its group in issue order (`_order_collectives`);
+one that ran alongside the previous keeps only its time after it, as a blocked segment does.
 
 Edge kinds: ctrl_deps = program order within a thread/stream or process group; data_deps =
 launch, wait/sync, cross-thread hand-offs.
@@ -324,6 +325,11 @@ class Builder:
                 if prev.id not in it.ctrl:
                     self._ctrl(it, prev)
                     added += 1
+                if prev.end is not None and it.start is not None and it.end is not None and prev.end > it.start:
+                    # gloo ran the two at once (two worker threads): like a blocked host segment, this
+                    # one keeps only its time after the previous ended, so a replay of recorded
+                    # durations still ends it when it ended.
+                    it.wait_from = max(it.wait_from or 0, min(prev.end, it.end))
         self.stats["collective_order_edges"] = added
 
     def _wait(self, ex: Item, launch: Item, op: Op) -> None:
