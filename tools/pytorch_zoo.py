@@ -389,6 +389,7 @@ def record(out_root: str, workload: str, world: int, port: int, timeout_s: float
         "warmup_steps": 1,
         "active_steps": 1,
         "what": infos.get(0, {}),
+        "command": f"python tools/record_pytorch.py --out OUT zoo --world {world} {workload}",
         "files": files,
         "seconds": round(time.time() - t0, 2),
     }
