@@ -32,13 +32,17 @@ ZOO = {
     "ddp4": {"ALL_REDUCE"},
     "ddp8": {"ALL_REDUCE"},
     "fsdp4": {"ALL_GATHER", "REDUCE_SCATTER"},
+    "fsdp8": {"ALL_GATHER", "REDUCE_SCATTER"},
     "tp4": {"ALL_REDUCE"},
+    "tp8": {"ALL_REDUCE"},
     "pp4": {"send", "recv"},
+    "pp8": {"send", "recv"},
     "moe4": {"ALL_TO_ALL", "ALL_REDUCE"},
     "moe8": {"ALL_TO_ALL", "ALL_REDUCE"},
     "groups4": {"ALL_REDUCE", "groups"},
     "groups8": {"ALL_REDUCE", "groups"},
     "misc4": {"BROADCAST", "BARRIER", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"},
+    "misc8": {"BROADCAST", "BARRIER", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"},
 }
 
 
