@@ -26,11 +26,13 @@ from chakra.trace import Trace, rank_set_problem
 ERROR = "error"
 WARNING = "warning"
 
-#: Collectives whose per-rank size legitimately differs (uneven all-to-all, root-only buffers).
+#: Collectives whose per-rank size legitimately differs in PyTorch (uneven all-to-all, root-only
+#: buffers); a warning unless the simulator's rendezvous meets them (then members must agree).
 SIZE_MAY_DIFFER = frozenset(
     {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}
 )
 KEEP_PER_CODE = 20
+_REFUSED = " (simulate refuses it; `chakra export astra-sim` gives every member the largest)"
 
 
 @dataclass
@@ -158,6 +160,51 @@ def check_rank(trace: Trace, report: Report) -> None:
         if cycle:
             shown = " -> ".join(map(str, cycle[:12])) + (" ..." if len(cycle) > 12 else "")
             report.add(ERROR, "cycle", f"dependency cycle: {shown}", rank, cycle[0])
+        else:
+            check_collective_order(trace, report)
+
+
+def check_collective_order(trace: Trace, report: Report) -> None:
+    """Collectives of one process group that the dependencies leave unordered and that differ.
+
+    The simulator's rendezvous (and ASTRA-sim) number a group's collectives in the order the rank
+    issues them, which is any order its dependencies allow; `chakra.sim.rendezvous.order_conflicts`
+    is that rule, so a trace this passes cannot meet different collectives on different ranks.
+    """
+    from chakra.graph import dependency_lists, priority_topo_order
+    from chakra.sim.collective_run import MODELLED
+    from chakra.sim.rendezvous import meet_key, order_conflicts
+
+    nodes = trace.nodes
+    colls: dict[int, tuple[str, tuple[int, int]]] = {}
+    count: Counter = Counter()
+    for i, n in enumerate(nodes):
+        if n.type != NodeType.COMM_COLL_NODE:
+            continue
+        amap = _attr_map(n)
+        ctype = _num(amap.get("comm_type"))
+        if ctype not in MODELLED or "comm_size" not in amap:
+            continue  # replayed from its duration: never rendezvous
+        pg = amap.get("pg_name")
+        pg_name = str(attr_value(pg) or "") if pg is not None else ""
+        colls[i] = (pg_name, meet_key(ctype, _num(amap.get("comm_size")) or 0))
+        count[pg_name] += 1
+    if max(count.values(), default=0) < 2:
+        return
+    _, parents = dependency_lists(nodes)
+    order, _stuck = priority_topo_order(parents, range(len(nodes)))
+    for pg, a, b in order_conflicts(parents, order, colls):
+        na, nb = nodes[a], nodes[b]
+        report.add(
+            ERROR,
+            "collective-order-open",
+            f"process group {pg or 'all'!r}: collectives node {na.id} ({collective_name(colls[a][1][0])} "
+            f"{colls[a][1][1]} B) and node {nb.id} ({collective_name(colls[b][1][0])} {colls[b][1][1]} B) have "
+            "no dependency path between them, so ranks may issue them in different orders and meet "
+            "different collectives (make the later depend on the earlier)",
+            trace.rank,
+            nb.id,
+        )
 
 
 def _check_comm(n: pb.Node, amap: dict[str, pb.AttributeProto], rank: Optional[int], report: Report) -> None:
@@ -264,6 +311,9 @@ def check_cross_rank_summaries(
     summaries: Sequence[CommSummary], report: Report, file_groups: Optional[dict[str, list[int]]] = None
 ) -> None:
     """The cross-rank rules on per-rank summaries (so ranks can be summarised where they are read)."""
+    from chakra.sim.collective_run import MODELLED
+    from chakra.sim.rendezvous import meet_key
+
     ranks = [s.rank for s in summaries]
     if len(summaries) < 2 or any(r is None for r in ranks):
         return
@@ -312,12 +362,15 @@ def check_cross_rank_summaries(
                     )
                     break
                 if s0 != s1:
-                    severity = WARNING if t0 in SIZE_MAY_DIFFER else ERROR
+                    # Collectives the simulator's rendezvous meets must agree on `meet_key` (it
+                    # refuses them otherwise; ASTRA-sim hangs); replayed ones may differ.
+                    met = t0 in MODELLED and meet_key(t0, s0) != meet_key(t1, s1)
+                    severity = WARNING if t0 in SIZE_MAY_DIFFER and not met else ERROR
                     report.add(
                         severity,
                         "collective-size-mismatch",
                         f"{label}: collective #{i} ({collective_name(t0)}) is {s0} bytes on rank {ref_rank} "
-                        f"(node {id0}) but {s1} bytes on rank {r} (node {id1})",
+                        f"(node {id0}) but {s1} bytes on rank {r} (node {id1})" + (_REFUSED if met else ""),
                         r,
                         id1,
                     )

@@ -27,6 +27,14 @@ Usage (torch is an optional extra: ``pip install torch``)::
     python tools/record_pytorch.py --out /tmp/runs allreduce --world 4
     python tools/record_pytorch.py --out /tmp/runs all --rounds 5   # the whole validation set
     python tools/record_pytorch.py --out /tmp/runs predict           # chakra's predictions
+    python tools/record_pytorch.py --out /tmp/zoo zoo --world 4 ddp tp pp   # the trace zoo
+
+``zoo`` records small multi-rank training steps, one per kind of parallelism (DDP with buckets,
+no_sync and unused parameters; FSDP2 ``fully_shard``; tensor, pipeline (1F1B) and expert (MoE
+all-to-all) parallelism; TP and DP process groups together; broadcast, barrier and coalesced
+ops): ``OUT/<workload><world>/`` gets ``et.<rank>.json.gz``, ``kineto.<rank>.json.gz`` and
+``manifest.json`` (see tools/pytorch_zoo.py for what each workload runs). Convert one with
+``chakra convert pytorch OUT/ddp4/et.*.json.gz -k OUT/ddp4/kineto.0.json.gz ... -o PREFIX``.
 
 ``all`` waits before each round for a 1-minute load below ``--max-load``; ``predict`` leaves out
 comparisons whose runs had other processes using more than 10% of the cores (``MAX_FOREIGN``).
@@ -666,6 +674,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     al.add_argument("--reps", type=int, default=40, help="all-reduce repetitions per size")
     al.add_argument("--max-load", type=float, default=1.0, help="wait for a 1-minute load below this per round")
     sub.add_parser("predict", help="chakra predictions for every OUT/round<k> (needs the chakra package)")
+    z = sub.add_parser("zoo", help="small multi-rank traces, one per kind of parallelism -> OUT/<workload><world>/")
+    z.add_argument("workloads", nargs="*", help="ddp fsdp tp pp moe groups misc (default: all)")
+    z.add_argument("--world", type=int, default=4, help="ranks (gloo processes on this machine)")
     args = ap.parse_args(argv)
     if args.cmd == "run":
         t = run_training(args.out, args.world, args.optim, args.steps, args.trace_steps, args.bucket_mb)
@@ -673,6 +684,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     elif args.cmd == "allreduce":
         res = run_allreduce(args.out, args.world, args.reps)
         print(f"allreduce w{args.world}: {res['fit']}, ring {res['ring']}")
+    elif args.cmd == "zoo":
+        import pytorch_zoo
+
+        for w in args.workloads or pytorch_zoo.WORKLOADS:
+            m = pytorch_zoo.record(args.out, w, args.world, _free_port())
+            print(f"{m['workload']}: {len(m['files'])} files ({m['seconds']} s)")
     elif args.cmd == "predict":
         results = run_predictions(args.out)
         table = markdown_table(results)

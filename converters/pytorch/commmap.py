@@ -168,6 +168,7 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
     # Process groups, ranks, defaults.
     default_pg = str(pgs[0].get("pg_name", "0")) if len(pgs) == 1 else "0"
     pg_ranks = {str(g.get("pg_name")): list(g.get("ranks") or []) for g in pgs}
+    pool_pg = _gloo_pools(ops, pgs, stats) if len(pgs) > 1 else {}
     defaulted = 0
     counts: Counter = Counter()
     sizes: Counter = Counter()
@@ -176,8 +177,8 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
         if op.kind != COMM or info is None:
             continue
         if not info.pg_name:
-            info.pg_name = default_pg
-            defaulted += 1
+            info.pg_name = pool_pg.get(op.thread, default_pg)
+            defaulted += op.thread not in pool_pg
         label = info.coll if isinstance(info.coll, str) else CollectiveType(info.coll).name
         counts[label] += 1
         sizes[label] += info.size
@@ -194,6 +195,29 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
     stats["comm_pg_defaulted"] = defaulted
     stats["unknown"] = dict(unknown)
     return merged
+
+
+def _gloo_pools(ops: dict[int, Op], pgs: list[dict], stats: dict[str, Any]) -> dict:
+    """Kineto thread -> pg_name of gloo executors, from the process groups' thread pools.
+
+    gloo records no process group on its calls, but every ProcessGroupGloo runs its collectives
+    on a pool of its own run-loop threads, created together (consecutive thread ids) when the group
+    is, in the order the rank lists its groups (`process_group:init` / distributedInfo). When the
+    pools seen are exactly as many as the rank's groups, the k-th pool is the k-th group; else
+    nothing is guessed (every collective stays on the default group, counted as defaulted).
+    """
+    threads = sorted({op.thread for op in ops.values() if op.kind == COMM and op.name.startswith("gloo:")
+                      and isinstance(op.thread, int)})  # fmt: skip
+    pools: list[list[int]] = []
+    for tid in threads:
+        if pools and tid - pools[-1][-1] == 1:
+            pools[-1].append(tid)
+        else:
+            pools.append([tid])
+    stats["gloo_thread_pools"] = len(pools)
+    if len(pools) != len(pgs):
+        return {}
+    return {tid: str(g.get("pg_name")) for pool, g in zip(pools, pgs) for tid in pool}
 
 
 def _split_batches(kernels: list[Op], call_list: list[Call], unknown: Counter) -> dict:
@@ -259,6 +283,13 @@ def _cpu_parent(op: Op, ops: dict[int, Op]) -> Optional[Op]:
 
 
 def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: list[Call]) -> Optional[Call]:
+    gloo = ex.name.startswith("gloo:")
+    if gloo:
+        # gloo runs its ops on its own threads, and the ET gives each the op the main thread was in
+        # as parent (often the NEXT collective call): the tensor it works on is the reliable link.
+        call = _call_by_tensor(ex, call_list)
+        if call is not None:
+            return call
     # 1. Through the tree: the kernel's launcher, or the nccl:/gloo: op's ET parent.
     start = ex.launcher.id if ex.launcher is not None else ex.parent
     if start in calls:
@@ -267,24 +298,36 @@ def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: li
         anc = _call_ancestor(ops[start], ops, calls)
         if anc is not None and _compatible(ex, anc):
             return anc
-    if not ex.name.startswith("gloo:"):
+    if not gloo:
         return None
-    # 2. gloo: a call that started before the executor and shares a tensor, else the latest compatible one.
-    keys = _keys(ex)
-    best = None
+    # 2. gloo without a shared tensor: the latest compatible call before it.
     for call in reversed(call_list):
-        if call.op.id >= ex.id or not _compatible(ex, call):
-            continue
-        if best is None:
-            best = call
-        if keys:
-            if call.keys is None:
-                call.keys = _keys(call.op)
-            if keys & call.keys:
-                return call
         if ex.id - call.op.id > 5000:
             break
-    return best
+        if call.op.id < ex.id and _compatible(ex, call):
+            return call
+    return None
+
+
+def _call_by_tensor(ex: Op, call_list: list[Call]) -> Optional[Call]:
+    """The call before `ex` that shares a tensor with it: the earliest one no executor has claimed
+    yet (a tensor all-reduced twice in a row is two calls, executed in order), else the latest."""
+    keys = _keys(ex)
+    if not keys:
+        return None
+    latest = unclaimed = None
+    for call in reversed(call_list):
+        if ex.id - call.op.id > 5000:
+            break
+        if call.op.id >= ex.id or not _compatible(ex, call):
+            continue
+        if call.keys is None:
+            call.keys = _keys(call.op)
+        if keys & call.keys:
+            latest = latest or call
+            if not call.executors:
+                unclaimed = call
+    return unclaimed or latest
 
 
 def _compatible(ex: Op, call: Call) -> bool:

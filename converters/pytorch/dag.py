@@ -18,8 +18,16 @@ its time after the wake-up, which is also its emitted start (`wait_from`), so a 
 or GPU shortens the step in a simulation and no edge ever points from a node that ends after
 its dependent starts.
 
-Edge kinds: ctrl_deps = program order within a thread/stream; data_deps = launch, wait/sync,
-cross-thread hand-offs.
+Collectives keep their recorded order per process group: NCCL and gloo run a communicator's
+collectives in the order they were issued, and every replay (ours, ASTRA-sim's) matches the k-th
+collective a rank issues on a group with the k-th of every other member. Executors do not give
+that order by themselves (gloo runs a group's collectives on two worker threads, so two of them
+overlap on two chains, and an executor follows only what had finished when it started), so each
+collective also depends (ctrl) on the previous one of its group in issue order (`_order_collectives`);
+one that ran alongside the previous keeps only its time after it, as a blocked segment does.
+
+Edge kinds: ctrl_deps = program order within a thread/stream or process group; data_deps =
+launch, wait/sync, cross-thread hand-offs.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections import defaultdict
 from operator import attrgetter
 from typing import Any, Optional
 
+from chakra.converters.pytorch.comms import RECV, SEND
 from chakra.converters.pytorch.ops import COMM, CPU, GPU, META, Op
 
 GAP = "gap"
@@ -137,6 +146,7 @@ class Builder:
         self.stats["gap_us"] = round(self._gap_ns / 1000, 1) if self.timed else 0.0
         for key, ops in execs.items():
             self._exec_chain(key, ops)
+        self._order_collectives()
         if main is not None and self.timed:
             self._handoffs(main)
         for ev in sync_events:
@@ -291,6 +301,36 @@ class Builder:
             chain.append(it)
             if launch is not None:
                 self._wait(it, launch, op)
+
+    def _order_collectives(self) -> None:
+        """Each collective of a process group depends on the one issued before it on that group.
+
+        Issue order is the order of the calls that launched them (their start, then id), else of
+        the executors themselves; p2p is matched by (peer, tag) instead and keeps its overlap.
+        """
+        by_pg: dict[str, list[tuple[int, int, Item]]] = defaultdict(list)
+        for op in self.ops.values():
+            info = op.comm
+            if op.kind != COMM or info is None or info.coll in (SEND, RECV):
+                continue
+            it = self.op_item.get(op.id)
+            if it is None:
+                continue
+            call = op.launcher if op.launcher is not None and op.launcher.ts is not None else op
+            by_pg[info.pg_name].append((call.ts if call.ts is not None else 0, call.id, it))
+        added = 0
+        for colls in by_pg.values():
+            colls.sort(key=lambda c: (c[0], c[1]))
+            for (_, _, prev), (_, _, it) in zip(colls, colls[1:]):
+                if prev.id not in it.ctrl:
+                    self._ctrl(it, prev)
+                    added += 1
+                if prev.end is not None and it.start is not None and it.end is not None and prev.end > it.start:
+                    # gloo ran the two at once (two worker threads): like a blocked host segment, this
+                    # one keeps only its time after the previous ended, so a replay of recorded
+                    # durations still ends it when it ended.
+                    it.wait_from = max(it.wait_from or 0, min(prev.end, it.end))
+        self.stats["collective_order_edges"] = added
 
     def _wait(self, ex: Item, launch: Item, op: Op) -> None:
         """The host segment blocked until this executor finished depends on it."""

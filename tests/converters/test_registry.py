@@ -36,6 +36,8 @@ SAMPLE_FORMATS = [
     ("nsys/*.sqlite", "nsys"),
     ("pytorch/*/et.*.json", "pytorch"),
     ("pytorch/*/kineto.*.json", "kineto"),
+    ("pytorch/*/et.*.json.gz", "pytorch"),  # the trace zoo
+    ("pytorch/*/kineto.*.json.gz", "kineto"),
     ("pytorch/*/manifest.json", None),
     ("pytorch_et/*", "pytorch"),  # .json.gz, and .tgz/.tar.gz whose .json member is read
 ]

@@ -73,12 +73,12 @@ def test_comm_attribute_checks():
 
 def test_cross_rank_collective_sequences_and_p2p():
     md = make_metadata()
-    r0 = Trace(md, [coll(0, CollectiveType.ALL_REDUCE, 1024), coll(1, CollectiveType.ALL_GATHER, 64)], rank=0)
-    r1 = Trace(md, [coll(0, CollectiveType.ALL_REDUCE, 1024), coll(1, CollectiveType.ALL_GATHER, 64)], rank=1)
+    r0 = Trace(md, [coll(0, CollectiveType.ALL_REDUCE, 1024), coll(1, CollectiveType.ALL_GATHER, 64, deps=[0])], rank=0)
+    r1 = Trace(md, [coll(0, CollectiveType.ALL_REDUCE, 1024), coll(1, CollectiveType.ALL_GATHER, 64, deps=[0])], rank=1)
     assert validate_traces([r0, r1]).ok
-    r1.nodes[1] = coll(1, CollectiveType.REDUCE_SCATTER, 64)
+    r1.nodes[1] = coll(1, CollectiveType.REDUCE_SCATTER, 64, deps=[0])
     assert "collective-order-mismatch" in codes(validate_traces([r0, r1]))
-    r1.nodes[1] = coll(1, CollectiveType.ALL_GATHER, 32)
+    r1.nodes[1] = coll(1, CollectiveType.ALL_GATHER, 32, deps=[0])
     assert "collective-size-mismatch" in codes(validate_traces([r0, r1]))
     r1.nodes.pop()
     assert "collective-count-mismatch" in codes(validate_traces([r0, r1]))
@@ -108,3 +108,42 @@ def test_process_groups_from_metadata_node():
     assert validate_traces(traces).ok
     traces[2].nodes.pop()
     assert "collective-count-mismatch" in codes(validate_traces(traces))
+
+
+def _comp(i, us, deps=()):
+    return make_node(i, f"k{i}", NodeType.COMP_NODE, duration_micros=us, data_deps=deps, attrs={"is_cpu_op": False})
+
+
+def test_collectives_a_rank_may_issue_in_either_order():
+    """Two collectives of one group with no dependency path between them meet in whichever order
+    each rank reaches them; here rank 0 reaches the all-gather first and rank 1 the all-reduce, so
+    the simulator's rendezvous refuses the trace, and validate (same rule) must not call it OK."""
+    from chakra.sim import simulate
+    from chakra.sim.core import SimDeadlock
+
+    md = make_metadata()
+    ar, ag = CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER
+    r0 = Trace(md, [_comp(0, 10), coll(1, ar, 1024, deps=[0]), coll(2, ag, 64)], rank=0)
+    r1 = Trace(md, [coll(1, ar, 1024), _comp(0, 10), coll(2, ag, 64, deps=[0])], rank=1)
+    report = validate_traces([r0, r1])
+    # rank 0 issues the all-gather at once and the all-reduce after 10 µs, or (0 µs) the other way
+    # round; rank 1's all-reduce is a root, issued first on every run: only rank 0 is open
+    assert report.counts[("error", "collective-order-open")] == 1
+    assert report.errors[0].rank == 0
+    try:
+        simulate([r0, r1])
+    except SimDeadlock as exc:
+        assert "does not match" in str(exc)
+    else:
+        raise AssertionError("simulate accepted collectives met in different orders")
+    # Ordered through another node (transitively): one order on every rank, OK.
+    r0.nodes[2] = coll(2, ag, 64, deps=[1])
+    r1.nodes[2] = coll(2, ag, 64, deps=[0, 1])
+    assert validate_traces([r0, r1]).ok
+    # Siblings (the same dependencies: ready at one instant, issued in file order) are one order.
+    r0.nodes[2] = coll(2, ag, 64, deps=[0])
+    assert "collective-order-open" not in codes(validate_traces([r0]))
+    # Unordered but alike (same type and size), or on different groups: either order meets the same.
+    for a, b in (((ar, 1024, "0"), (ar, 1024, "0")), ((ar, 1024, "0"), (ag, 64, "1"))):
+        t = Trace(md, [coll(1, a[0], a[1], a[2]), coll(2, b[0], b[1], b[2])], rank=0)
+        assert "collective-order-open" not in codes(validate_traces([t])), (a, b)

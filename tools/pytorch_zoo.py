@@ -1,0 +1,398 @@
+"""The trace zoo: small real multi-rank training steps (torch on CPU, gloo), one per parallelism.
+
+Each workload runs on every rank of a gloo job and traces ONE step (after one untraced warm-up
+step, and one profiler warm-up step) with the Execution Trace observer and Kineto, exactly as
+`record_pytorch.py run` does. `record_pytorch.py zoo` drives it; the files are gzipped
+(`et.<rank>.json.gz`, `kineto.<rank>.json.gz`) with a `manifest.json` saying what ran.
+
+Workloads (sizes are small on purpose: the traces go into the repository):
+
+  ddp     DistributedDataParallel over a 6-layer MLP with a parameter that forward never uses
+          (find_unused_parameters=True), buckets of 64 KiB (several all-reduces), and gradient
+          accumulation: the first micro-batch's backward runs under `no_sync()`.
+  fsdp    ZeRO-3 with `fully_shard` (FSDP2): parameters all-gathered per layer in forward and
+          backward, gradients reduce-scattered.
+  tp      Megatron-style tensor parallelism by hand: a column-parallel then a row-parallel
+          Linear per block; all-reduce of the activations in forward (row) and of the input
+          gradients in backward (column).
+  pp      pipeline parallelism by hand: one stage per rank, 4 micro-batches, 1F1B schedule with
+          send/recv of activations and gradients.
+  moe     expert parallelism: tokens routed with `all_to_all_single` and uneven splits (dispatch
+          and combine, forward and backward; capacity-balanced: every expert gets as many tokens
+          as every rank sends), data-parallel all-reduce of the dense gradients.
+  groups  2-D parallelism: tensor-parallel groups of 2 and data-parallel groups across them, both
+          in use in the same step (TP all-reduces in forward/backward, DP all-reduce of grads),
+          plus the loss all-reduced on the world group.
+  misc    broadcast of the initial weights, barrier, coalesced all-reduce and all-gather
+          (`_coalescing_manager`), all_gather_into_tensor, reduce_scatter_tensor, all_to_all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dfn
+import torch.nn as nn
+from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
+
+WIDTH = 64
+BATCH = 16
+WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "groups", "misc")
+
+
+def _mlp(depth: int, width: int = WIDTH) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def _data(rank: int, n: int = BATCH) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(n, WIDTH, generator=g), torch.randn(n, WIDTH, generator=g)
+
+
+# ----------------------------------------------------------------------------------- workloads
+# Each returns a step function (called once untraced, then under the profiler) and a description.
+
+
+def ddp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = _mlp(6)
+            self.head = nn.Linear(WIDTH, WIDTH)
+            self.unused = nn.Linear(WIDTH, WIDTH)  # never in forward: DDP must find it every step
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.body(x))
+
+    torch.manual_seed(0)
+    model = DDP(Net(), bucket_cap_mb=0.0625, find_unused_parameters=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank, 2 * BATCH)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with model.no_sync():  # micro-batch 1: gradients accumulate locally
+            nn.functional.mse_loss(model(x[:BATCH]), y[:BATCH]).backward()
+        nn.functional.mse_loss(model(x[BATCH:]), y[BATCH:]).backward()  # micro-batch 2: all-reduce
+        opt.step()
+
+    return step, {"bucket_cap_mb": 0.0625, "find_unused_parameters": True, "accumulation": 2}
+
+
+def fsdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = _mlp(4)
+    mesh = init_device_mesh("cpu", (world,))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return step, {"api": "torch.distributed.fsdp.fully_shard", "layers_sharded": 4}
+
+
+class _ColumnRow(nn.Module):
+    """A column-parallel Linear (output features split) then a row-parallel one (input split)."""
+
+    def __init__(self, tp: int, group: Any) -> None:
+        super().__init__()
+        self.group = group
+        self.up = nn.Linear(WIDTH, 2 * WIDTH // tp)
+        self.down = nn.Linear(2 * WIDTH // tp, WIDTH, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = _CopyToTP.apply(x, self.group)  # backward: all-reduce of the input gradient
+        h = torch.relu(self.up(x))
+        return dfn.all_reduce(self.down(h), group=self.group)  # forward: all-reduce of partial sums
+
+
+class _CopyToTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+def tp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    torch.manual_seed(rank)  # each rank holds its own shard
+    model = nn.Sequential(*[_ColumnRow(world, None) for _ in range(3)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(0)  # tensor parallelism: every rank sees the same batch
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return step, {"tp": world, "blocks": 3}
+
+
+def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    micro = 4
+    torch.manual_seed(rank)
+    stage = _mlp(2)
+    opt = torch.optim.SGD(stage.parameters(), lr=0.01)
+    first, last = rank == 0, rank == world - 1
+    x, y = _data(0, BATCH * micro)
+    mb = BATCH
+    # Sends are asynchronous (a blocking gloo send waits for its receive, and in 1F1B neighbours
+    # send to each other at the same time); they complete before the optimizer step.
+    sends: list = []
+
+    def forward(i: int, saved: dict) -> None:
+        if first:
+            inp = x[i * mb : (i + 1) * mb]
+        else:
+            inp = torch.empty(mb, WIDTH)
+            dist.recv(inp, src=rank - 1)
+            inp.requires_grad_(True)
+        out = stage(inp)
+        if last:
+            out = nn.functional.mse_loss(out, y[i * mb : (i + 1) * mb])
+        else:
+            sends.append((dist.isend(out.detach(), dst=rank + 1), out))
+        saved[i] = (inp, out)
+
+    def backward(i: int, saved: dict) -> None:
+        inp, out = saved.pop(i)
+        if last:
+            out.backward()
+        else:
+            grad = torch.empty(mb, WIDTH)
+            dist.recv(grad, src=rank + 1)
+            out.backward(grad)
+        if not first:
+            sends.append((dist.isend(inp.grad, dst=rank - 1), inp))
+
+    def step() -> None:
+        # 1F1B: warm-up forwards (deeper stages fewer), steady one-forward-one-backward, cool-down.
+        opt.zero_grad(set_to_none=True)
+        saved: dict = {}
+        warm = min(world - rank - 1, micro)
+        f = b = 0
+        for _ in range(warm):
+            forward(f, saved)
+            f += 1
+        while f < micro:
+            forward(f, saved)
+            f += 1
+            backward(b, saved)
+            b += 1
+        while b < micro:
+            backward(b, saved)
+            b += 1
+        for work, _tensor in sends:
+            work.wait()
+        sends.clear()
+        opt.step()
+
+    return step, {"stages": world, "microbatches": micro, "schedule": "1F1B"}
+
+
+def _moe_splits(world: int, tokens: int) -> list[list[int]]:
+    """splits[i][j]: tokens rank i sends to expert (rank) j: uneven, the same table on every rank.
+
+    Capacity-balanced routing: row j is row 0 shifted, so every rank sends and every expert
+    receives `tokens` in all (each all-to-all moves the same bytes per rank, as the simulators
+    need), while the pairs differ."""
+    g = torch.Generator().manual_seed(7)
+    cut = sorted(torch.randint(0, tokens + 1, (world - 1,), generator=g).tolist())
+    base = [b - a for a, b in zip([0, *cut], [*cut, tokens])]
+    return [[base[(j - i) % world] for j in range(world)] for i in range(world)]
+
+
+def moe(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    tokens = 2 * BATCH
+    splits = _moe_splits(world, tokens)
+    send = splits[rank]
+    recv = [splits[j][rank] for j in range(world)]
+    torch.manual_seed(0)
+    dense = nn.Linear(WIDTH, WIDTH)  # replicated: gradients all-reduced
+    torch.manual_seed(10 + rank)
+    expert = _mlp(2)  # this rank's expert
+    opt = torch.optim.SGD([*dense.parameters(), *expert.parameters()], lr=0.01)
+    x, y = _data(rank, tokens)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        h = dense(x)
+        routed = dfn.all_to_all_single(torch.empty(sum(recv), WIDTH), h, recv, send)
+        back = dfn.all_to_all_single(torch.empty(tokens, WIDTH), expert(routed), send, recv)
+        nn.functional.mse_loss(back, y).backward()
+        for p in dense.parameters():
+            dist.all_reduce(p.grad)
+        opt.step()
+
+    return step, {"splits": splits, "experts": world}
+
+
+def groups(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    tp_size = 2
+    dp_size = world // tp_size
+    tp_groups = [list(range(d * tp_size, (d + 1) * tp_size)) for d in range(dp_size)]
+    dp_groups = [list(range(t, world, tp_size)) for t in range(tp_size)]
+    # Every rank creates every group, in the same order (new_group is collective).
+    tp_pg = {tuple(r): dist.new_group(r) for r in tp_groups}
+    dp_pg = {tuple(r): dist.new_group(r) for r in dp_groups}
+    my_tp = next(g for r, g in tp_pg.items() if rank in r)
+    my_dp = next(g for r, g in dp_pg.items() if rank in r)
+    torch.manual_seed(rank % tp_size)  # the same TP shard on every DP replica
+    model = nn.Sequential(*[_ColumnRow(tp_size, my_tp) for _ in range(2)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank // tp_size)  # one batch per DP replica
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad, group=my_dp)
+        opt.step()
+        dist.all_reduce(loss.detach())  # the mean loss for logging, on the world group
+
+    return step, {"tp_groups": tp_groups, "dp_groups": dp_groups}
+
+
+def misc(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    torch.manual_seed(rank)
+    model = _mlp(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        for p in model.parameters():  # the weights of rank 0 everywhere
+            dist.broadcast(p.data, src=0)
+        dist.barrier()
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        grads = [p.grad for p in model.parameters()]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for g in grads:
+                dist.all_reduce(g)
+        cm.wait()
+        full = torch.empty(world * WIDTH)
+        dist.all_gather_into_tensor(full, grads[1].contiguous())
+        part = torch.empty(WIDTH)
+        dist.reduce_scatter_tensor(part, full)
+        a2a = torch.empty(world * 8)
+        dist.all_to_all_single(a2a, torch.arange(world * 8, dtype=torch.float32))
+        opt.step()
+        dist.barrier()
+
+    return step, {"ops": ["broadcast", "barrier", "coalesced all_reduce", "all_gather_into_tensor",
+                          "reduce_scatter_tensor", "all_to_all_single"]}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------- recording
+
+
+def _worker(rank: int, world: int, port: int, workload: str, out_dir: str, queue: Any) -> None:
+    try:
+        torch.set_num_threads(1)
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        step, info = globals()[workload](rank, world)
+        step()  # warm-up, untraced
+        dist.barrier()
+        et = ExecutionTraceObserver()
+        et.register_callback(os.path.join(out_dir, f"et.{rank}.json"))
+        kineto_path = os.path.join(out_dir, f"kineto.{rank}.json")
+        prof = profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
+            on_trace_ready=lambda p: p.export_chrome_trace(kineto_path),
+            record_shapes=True,
+            execution_trace_observer=et,
+        )
+        with prof:
+            for _ in range(2):
+                step()
+                prof.step()
+        et.unregister_callback()
+        dist.barrier()
+        dist.destroy_process_group()
+        queue.put((rank, info))
+    except Exception:
+        queue.put((rank, traceback.format_exc()))
+        raise
+
+
+def _gzip(path: str) -> None:
+    with open(path, "rb") as src, gzip.GzipFile(path + ".gz", "wb", mtime=0) as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(path)
+
+
+def record(out_root: str, workload: str, world: int, port: int, timeout_s: float = 600.0) -> dict:
+    """Run one zoo workload on `world` gloo ranks; writes OUT/<workload><world>/ and returns its manifest."""
+    import torch.multiprocessing as mp
+
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
+    name = f"{workload}{world}"
+    out_dir = os.path.join(out_root, name)
+    os.makedirs(out_dir, exist_ok=True)
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    t0 = time.time()
+    procs = mp.start_processes(_worker, args=(world, port, workload, out_dir, queue), nprocs=world, join=False)
+    while not procs.join(timeout=5):
+        if time.time() - t0 > timeout_s:  # a workload that deadlocks must not hang the recorder
+            for p in procs.processes:
+                p.kill()
+            raise RuntimeError(f"{name}: ranks still running after {timeout_s:.0f} s (killed)")
+    infos = {}
+    while not queue.empty():
+        rank, got = queue.get()
+        if isinstance(got, str):
+            raise RuntimeError(f"rank {rank} failed:\n{got}")
+        infos[rank] = got
+    files = []
+    for rank in range(world):
+        for stem in ("et", "kineto"):
+            _gzip(os.path.join(out_dir, f"{stem}.{rank}.json"))
+            files.append(f"{stem}.{rank}.json.gz")
+    manifest = {
+        "workload": name,
+        "world_size": world,
+        "backend": "gloo",
+        "torch_version": torch.__version__,
+        "warmup_steps": 1,
+        "active_steps": 1,
+        "what": infos.get(0, {}),
+        "command": f"python tools/record_pytorch.py --out OUT zoo --world {world} {workload}",
+        "files": files,
+        "seconds": round(time.time() - t0, 2),
+    }
+    with open(os.path.join(out_dir, "manifest.json"), "w") as fh:
+        json.dump(manifest, fh, indent=2, sort_keys=True)
+    return manifest
