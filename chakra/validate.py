@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Optional
 
+from chakra.collective_order import meet_key, order_conflicts
 from chakra.commgroups import metadata_groups, parse_pg_list
 from chakra.errors import excerpt
-from chakra.graph import find_cycle, kahn, stuck_cycle
+from chakra.graph import dependency_lists, find_cycle, kahn, priority_topo_order, stuck_cycle
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
 from chakra.schema.kinds import MODELLED_COLLECTIVES
@@ -168,12 +169,9 @@ def check_collective_order(trace: Trace, report: Report) -> None:
     """Collectives of one process group that the dependencies leave unordered and that differ.
 
     The simulator's rendezvous (and ASTRA-sim) number a group's collectives in the order the rank
-    issues them, which is any order its dependencies allow; `chakra.sim.rendezvous.order_conflicts`
+    issues them, which is any order its dependencies allow; `chakra.collective_order.order_conflicts`
     is that rule, so a trace this passes cannot meet different collectives on different ranks.
     """
-    from chakra.graph import dependency_lists, priority_topo_order
-    from chakra.sim.collective_run import MODELLED
-    from chakra.sim.rendezvous import meet_key, order_conflicts
 
     nodes = trace.nodes
     colls: dict[int, tuple[str, tuple[int, int]]] = {}
@@ -183,7 +181,7 @@ def check_collective_order(trace: Trace, report: Report) -> None:
             continue
         amap = _attr_map(n)
         ctype = _num(amap.get("comm_type"))
-        if ctype not in MODELLED or "comm_size" not in amap:
+        if ctype not in MODELLED_COLLECTIVES or "comm_size" not in amap:
             continue  # replayed from its duration: never rendezvous
         pg = amap.get("pg_name")
         pg_name = str(attr_value(pg) or "") if pg is not None else ""
@@ -311,8 +309,6 @@ def check_cross_rank_summaries(
     summaries: Sequence[CommSummary], report: Report, file_groups: Optional[dict[str, list[int]]] = None
 ) -> None:
     """The cross-rank rules on per-rank summaries (so ranks can be summarised where they are read)."""
-    from chakra.sim.collective_run import MODELLED
-    from chakra.sim.rendezvous import meet_key
 
     ranks = [s.rank for s in summaries]
     if len(summaries) < 2 or any(r is None for r in ranks):
@@ -364,7 +360,7 @@ def check_cross_rank_summaries(
                 if s0 != s1:
                     # Collectives the simulator's rendezvous meets must agree on `meet_key` (it
                     # refuses them otherwise; ASTRA-sim hangs); replayed ones may differ.
-                    met = t0 in MODELLED and meet_key(t0, s0) != meet_key(t1, s1)
+                    met = t0 in MODELLED_COLLECTIVES and meet_key(t0, s0) != meet_key(t1, s1)
                     severity = WARNING if t0 in SIZE_MAY_DIFFER and not met else ERROR
                     report.add(
                         severity,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from chakra.collective_order import order_conflicts
 from chakra.commgroups import groups_beside
 from chakra.converters.pytorch import convert
 from chakra.graph import dependency_lists, priority_topo_order
 from chakra.io import read_traces, write_rank_traces
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr
-from chakra.sim.rendezvous import order_conflicts
 from chakra.validate import validate_traces
 
 from .astrasim import bin_dir, run
