@@ -238,7 +238,7 @@ def find_binaries(explicit: Optional[str] = None) -> Optional[Path]:
     """The folder holding both analytical binaries: `explicit`, else $ASTRA_SIM_BIN, else
     ../shared/tools/astra-sim/bin beside a checkout of the repository; None when none has them
     (the binaries are an optional extra: callers skip or say so)."""
-    beside_checkout = Path(__file__).resolve().parents[2].parent / "shared" / "tools" / "astra-sim" / "bin"
+    beside_checkout = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "astra-sim" / "bin"
     for cand in (explicit, os.environ.get("ASTRA_SIM_BIN"), str(beside_checkout)):
         if cand and all((Path(cand) / name).is_file() for name in BINARY_NAMES.values()):
             return Path(cand)

@@ -61,7 +61,6 @@ def converted(samples_dir: Path, tmp_path_factory) -> dict:
                 prefix,
                 kineto=[d / f"kineto.{r}.json.gz" for r in range(world)],
                 jobs=1,
-                quiet=True,
             )
             cache[name] = prefix
         return cache[name]

@@ -82,3 +82,12 @@ def test_binaries_reproduce_recorded_result(tool, spec):
         assert got["exposed"] == want["exposed"]
     else:
         assert got.get("message") == want.get("message")
+
+
+def test_binaries_beside_the_checkout_are_found():
+    """Where ../shared/tools/astra-sim/bin exists beside the checkout (CI, developers), the default
+    lookup finds it: a wrong path would silently skip every test that runs the real ASTRA-sim."""
+    beside = ROOT.parent / "shared" / "tools" / "astra-sim" / "bin"
+    if not all((beside / name).is_file() for name in BINARY_NAMES.values()):
+        pytest.skip(f"no ASTRA-sim binaries at {beside}")
+    assert find_binaries() is not None
