@@ -138,6 +138,13 @@ def simulate_cmd(
             info(f"wrote {log}", quiet)
         for line in result.warnings:
             warn(line)
+        from chakra.export.astrasim import simulate_warnings
+
+        # what the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`);
+        # METADATA nodes are already warned about by the simulator itself
+        skip = frozenset({"metadata-node"})
+        for line in simulate_warnings(traces, comm_group, network, system, congestion, skip):
+            warn(line)
         if json_out:
             print_json(result.to_json())
             return

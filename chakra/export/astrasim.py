@@ -137,6 +137,16 @@ _IMPL_KEY = {
 }
 
 
+def fit_system(sysc: SystemConfig, dims: int) -> SystemConfig:
+    """`sysc` with every one-entry implementation list repeated to `dims` entries."""
+    import dataclasses
+
+    if dims < 2:
+        return sysc
+    lists = {f"{k}_implementation": sysc.implementation(k) for k in _IMPL_KEY.values()}
+    return dataclasses.replace(sysc, **{k: v * dims if len(v) == 1 else v for k, v in lists.items()})
+
+
 def _split(n: int) -> Optional[tuple[int, int]]:
     """n = a x b with a the smallest factor >= 2 and b >= 2, or None (n prime or < 4)."""
     for a in range(2, int(n**0.5) + 1):
@@ -171,6 +181,7 @@ class _Planner:
         # rank -> collective type -> process subgroups (fewer members than ranks) it runs on
         self.subgroups: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
         self.idle: set[int] = set()
+        self.memory_ranks: set[int] = set()
         self.issues: list[Issue] = []
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
@@ -397,6 +408,17 @@ class _Planner:
                 )
         if t == NodeType.COMP_NODE:
             self.compute(r, n)
+        elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and r not in self.memory_ranks:
+            self.memory_ranks.add(r)
+            self.add(
+                r,
+                n,
+                "memory-node-report",
+                "memory node: ASTRA-sim prints the rank's finish, then stops its statistics report "
+                "('Only GPU and COMM types are supported for overlap extraction'; exit status 0)",
+                "kept: the finish times are complete (first memory node of the rank shown)",
+                "warning",
+            )
         if t not in COMM:
             return
         if get_attr(n, "is_cpu_op") is True:
@@ -606,7 +628,8 @@ def plan(
     if system is None:
         from chakra.sim.config import bundled_config_dir, load_system
 
-        system = load_system(bundled_config_dir() / "system.json")
+        # the bundled system as the export writes it: one implementation per network dimension
+        system = fit_system(load_system(bundled_config_dir() / "system.json"), network.dims if network else 1)
     return _Planner(ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend).run()
 
 
@@ -764,3 +787,50 @@ def export_astrasim(
     written = write_comm_groups(out, p.groups)
     run.comm_groups = written
     return ExportResult(p, files, run)
+
+
+# ------------------------------------------------------------------------------------ warnings
+
+
+def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
+    """One line per kind of finding on which ASTRA-sim aborts, hangs or corrupts memory: what it
+    would do, where first, how often, and whether `chakra export astra-sim` fixes it."""
+    by_code: dict[str, list[Issue]] = defaultdict(list)
+    for issue in p.errors:
+        if issue.code not in skip:
+            by_code[issue.code].append(issue)
+    out = []
+    for code, found in by_code.items():
+        first = found[0]
+        where = " ".join(
+            part
+            for part in (
+                f"rank {first.rank}" if first.rank is not None else "",
+                f"node {first.node_id}" if first.node_id is not None else "",
+            )
+            if part
+        )
+        more = f", {len(found)} such" if len(found) > 1 else ""
+        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "not fixable by export"
+        out.append(f"ASTRA-sim would fail here ({code}{': ' + where if where else ''}{more}): {first.reason}; {fix}")
+    return out
+
+
+def simulate_warnings(
+    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """`warning_lines` for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+    from chakra.commgroups import groups_beside, read_comm_groups
+    from chakra.io import read_traces
+    from chakra.sim.config import load_network, load_system
+
+    args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
+    traces = [t for t in args if isinstance(t, Trace)] or read_traces(args)
+    groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
+    net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
+    sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
+    try:
+        p = plan(traces, groups, network=net, system=sysc, backend=backend)
+    except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
+        return []
+    return warning_lines(p, skip)

@@ -125,12 +125,15 @@ def write_configs(
     sys_cfg = load_system(sys_src)  # checked as chakra simulate reads it
     sys_path = Path(f"{out}.system.json")
     data = sys_src.read_bytes()
-    if split is not None and network is None:
+    if system is None and net.dims > 1:
+        # one implementation per dimension, as ASTRA-sim's own multi-dimensional examples: with a
+        # one-entry list it builds the logical topology of the first dimension only, and every
+        # process subgroup borrows (and frees at exit) the same implementation object
         doc = orjson.loads(data)
         for key in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
             algs = sys_cfg.implementation(key.replace("-", "_"))
             if len(algs) == 1:
-                doc[f"{key}-implementation"] = algs * 2
+                doc[f"{key}-implementation"] = algs * net.dims
         data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     with atomic_output(sys_path) as fh:
         fh.write(data)
