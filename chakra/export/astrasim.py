@@ -117,6 +117,7 @@ class Plan:
     # the 2-D split (a, b) of the ranks the export's own network takes, so that no rank frees a
     # collective implementation twice (None: the 1-D default network)
     split: Optional[tuple[int, int]] = None
+    roofline_peak: float = 0.0  # TFLOPS when the system runs GPU compute on the roofline, else 0
 
     @property
     def errors(self) -> list[Issue]:
@@ -135,6 +136,15 @@ _IMPL_KEY = {
     CollectiveType.REDUCE_SCATTER: "reduce_scatter",
     CollectiveType.ALL_TO_ALL: "all_to_all",
 }
+
+
+def roofline_attrs(duration_us: float, peak_tflops: float) -> dict[str, int]:
+    """num_ops and tensor_size that ASTRA-sim's roofline turns back into `duration_us`: one byte
+    makes the node compute-bound, so it takes num_ops / peak-perf (0 us: tensor_size 0, a node
+    ASTRA-sim skips in no time; num_ops 0 with bytes would be 0/0)."""
+    if duration_us <= 0:
+        return {"num_ops": 0, "tensor_size": 0}
+    return {"num_ops": max(1, round(duration_us * 1e-6 * peak_tflops * 1e12)), "tensor_size": 1}
 
 
 def fit_system(sysc: SystemConfig, dims: int) -> SystemConfig:
@@ -338,7 +348,8 @@ class _Planner:
                 0, None, "one-rank", "ASTRA-sim rejects a network of one NPU", "an idle rank 1 (one 0 us compute node)"
             )
         split = self.double_free()
-        return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split)
+        peak = self.sysc.peak_perf if self.sysc.roofline_enabled else 0.0
+        return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split, peak)
 
     def double_free(self) -> Optional[tuple[int, int]]:
         """Ranks that run one collective type on two process subgroups, with a one-entry
@@ -461,11 +472,21 @@ class _Planner:
                 "('Only GPU and COMM types are supported for overlap extraction')",
                 "is_cpu_op=false (a GPU compute node of the same duration)",
             )
-            return
         if not self.sysc.roofline_enabled:
             return
-        ops, size = get_attr(n, "num_ops", 0), get_attr(n, "tensor_size", 0)
-        if not ops and isinstance(size, int) and size > 0:
+        ops, size = get_attr(n, "num_ops"), get_attr(n, "tensor_size")
+        if not isinstance(ops, int) or not isinstance(size, int):
+            self.fix(r, n).attrs.update(roofline_attrs(n.duration_micros, self.sysc.peak_perf))
+            self.counts["num_ops/tensor_size set from the duration (roofline)"] += 1
+            self.add(
+                r,
+                n,
+                "roofline-attrs",
+                "GPU compute node without num_ops and tensor_size with the roofline on: ASTRA-sim throws",
+                f"num_ops for its {n.duration_micros} us at peak-perf, tensor_size 1",
+            )
+            return
+        if not ops and size > 0:
             self.fix(r, n).attrs["num_ops"] = 1
             self.counts["num_ops 0 set to 1 (roofline)"] += 1
             self.add(
@@ -645,7 +666,7 @@ def ordered(traces: list[Trace]) -> list[Trace]:
 # ------------------------------------------------------------------------------------------ apply
 
 
-def _as_compute(node: pb.Node, why: str) -> pb.Node:
+def _as_compute(node: pb.Node, why: str, peak: float = 0.0) -> pb.Node:
     """A GPU compute node with the node's id, name, dependencies and recorded times."""
     out = pb.Node(
         id=node.id,
@@ -658,6 +679,9 @@ def _as_compute(node: pb.Node, why: str) -> pb.Node:
     out.ctrl_deps.extend(node.ctrl_deps)
     set_attr(out, "is_cpu_op", False)
     set_attr(out, "export_replaced", why)  # ASTRA-sim ignores attributes it does not read
+    if peak:
+        for name, value in roofline_attrs(node.duration_micros, peak).items():
+            set_attr(out, name, value)
     return out
 
 
@@ -689,7 +713,7 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
                 nodes.append(n)
                 continue
             if f is not None and f.compute:
-                new = _as_compute(n, f.compute)
+                new = _as_compute(n, f.compute, p.roofline_peak)
             else:
                 new = pb.Node()
                 new.CopyFrom(n)
@@ -703,13 +727,12 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
             nodes.append(new)
         out.append(Trace(metadata=t.metadata, nodes=nodes, rank=r, path=t.path))
         if r in p.idle:
-            idle = {"is_cpu_op": False}
+            idle: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, 1) if p.roofline_peak else {})}
             out[-1].add("idle (a rank without nodes)", NodeType.COMP_NODE, duration_micros=0, attrs=idle)
     if p.pad_rank:
         pad = Trace(metadata=traces[0].metadata, rank=1)
-        pad.add(
-            "idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs={"is_cpu_op": False}
-        )
+        attrs: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, 1) if p.roofline_peak else {})}
+        pad.add("idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs=attrs)
         out.append(pad)
     return out
 
@@ -811,7 +834,7 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
             if part
         )
         more = f", {len(found)} such" if len(found) > 1 else ""
-        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "not fixable by export"
+        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "the export cannot fix it here"
         out.append(f"ASTRA-sim would fail here ({code}{': ' + where if where else ''}{more}): {first.reason}; {fix}")
     return out
 
