@@ -216,6 +216,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--bin", type=Path, default=None, help="folder of the ASTRA-sim binaries")
     ap.add_argument("--timeout", type=int, default=60, help="seconds before a run counts as a hang")
     ap.add_argument("--json", type=Path, default=None, help="write every case's result here")
+    ap.add_argument("--only", type=int, nargs="*", default=None, help="run these case numbers only (same draws)")
+    ap.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
 
@@ -230,7 +232,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="chakra-sweep-") as tmp:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
         made: dict[str, tuple[Path, int]] = {}
         for i in range(args.cases):
             if rng.random() < 0.4:
@@ -239,6 +242,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             else:
                 name, cmd = generated_workload(rng)
             backend = rng.choice(["aware", "unaware"])
+            skip = args.only is not None and i not in args.only
             if name not in made:
                 raw = root / name.replace("/", "_") / "raw"
                 raw.parent.mkdir(parents=True, exist_ok=True)
@@ -248,11 +252,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                 made[name] = (raw, len(list(raw.parent.glob("raw.*.et"))))
             raw, ranks = made[name]
             work = root / f"case{i}"
-            work.mkdir()
             npus = max(ranks, 2)
             net_text = random_network(npus, backend, rng)
             dims = net_text.count(",", 0, net_text.index("\n")) + 1 if net_text else 1
             sys_doc = random_system(dims, rng)
+            if skip:
+                continue
+            work.mkdir(exist_ok=True)
             opts = ["--backend", backend, "--missing-deps", "drop"]
             if net_text:
                 (work / "net.yml").write_text(net_text)

@@ -140,10 +140,12 @@ _IMPL_KEY = {
 
 def roofline_attrs(duration_us: float, peak_tflops: float) -> dict[str, int]:
     """num_ops and tensor_size that ASTRA-sim's roofline turns back into `duration_us`: one byte
-    makes the node compute-bound, so it takes num_ops / peak-perf (0 us: tensor_size 0, a node
-    ASTRA-sim skips in no time; num_ops 0 with bytes would be 0/0)."""
+    makes the node compute-bound, so it takes num_ops / peak-perf. 0 us: 1.5 ns of ops, which
+    ASTRA-sim truncates to 1 ns as it replays a 0 us node (a 0 ns event at t=0 trips its event
+    queue's assertion); never tensor_size 0 (ASTRA-sim skips such a node without issuing its
+    dependents) nor num_ops 0 (0/0)."""
     if duration_us <= 0:
-        return {"num_ops": 0, "tensor_size": 0}
+        return {"num_ops": max(1, round(1.5e-9 * peak_tflops * 1e12)), "tensor_size": 1}
     return {"num_ops": max(1, round(duration_us * 1e-6 * peak_tflops * 1e12)), "tensor_size": 1}
 
 
@@ -475,19 +477,26 @@ class _Planner:
         if not self.sysc.roofline_enabled:
             return
         ops, size = get_attr(n, "num_ops"), get_attr(n, "tensor_size")
-        if not isinstance(ops, int) or not isinstance(size, int):
+        if not isinstance(ops, int) or not isinstance(size, int) or size <= 0:
             self.fix(r, n).attrs.update(roofline_attrs(n.duration_micros, self.sysc.peak_perf))
             self.counts["num_ops/tensor_size set from the duration (roofline)"] += 1
+            why = (
+                "tensor_size 0: ASTRA-sim skips it without issuing its dependents (the rank stops there)"
+                if isinstance(ops, int) and isinstance(size, int)
+                else "no num_ops or tensor_size: ASTRA-sim throws"
+            )
             self.add(
                 r,
                 n,
                 "roofline-attrs",
-                "GPU compute node without num_ops and tensor_size with the roofline on: ASTRA-sim throws",
+                f"GPU compute node on the roofline with {why}",
                 f"num_ops for its {n.duration_micros} us at peak-perf, tensor_size 1",
             )
             return
-        if not ops and size > 0:
-            self.fix(r, n).attrs["num_ops"] = 1
+        if not ops:
+            # one op: memory-bound, size / local-mem-bw (GB/s = B/ns); under 1 ns, the 0 us form
+            fix = {"num_ops": 1} if size >= self.sysc.local_mem_bw else roofline_attrs(0, self.sysc.peak_perf)
+            self.fix(r, n).attrs.update(fix)
             self.counts["num_ops 0 set to 1 (roofline)"] += 1
             self.add(
                 r,
@@ -727,11 +736,12 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
             nodes.append(new)
         out.append(Trace(metadata=t.metadata, nodes=nodes, rank=r, path=t.path))
         if r in p.idle:
-            idle: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, 1) if p.roofline_peak else {})}
+            roof = roofline_attrs(0, p.roofline_peak) if p.roofline_peak else {}
+            idle: dict[str, Any] = {"is_cpu_op": False, **roof}
             out[-1].add("idle (a rank without nodes)", NodeType.COMP_NODE, duration_micros=0, attrs=idle)
     if p.pad_rank:
         pad = Trace(metadata=traces[0].metadata, rank=1)
-        attrs: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, 1) if p.roofline_peak else {})}
+        attrs: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, p.roofline_peak) if p.roofline_peak else {})}
         pad.add("idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs=attrs)
         out.append(pad)
     return out

@@ -125,7 +125,7 @@ def write_configs(
     sys_cfg = load_system(sys_src)  # checked as chakra simulate reads it
     sys_path = Path(f"{out}.system.json")
     data = sys_src.read_bytes()
-    if system is None and net.dims > 1:
+    if (system is None or split is not None) and net.dims > 1:
         # one implementation per dimension, as ASTRA-sim's own multi-dimensional examples: with a
         # one-entry list it builds the logical topology of the first dimension only, and every
         # process subgroup borrows (and frees at exit) the same implementation object
