@@ -160,6 +160,17 @@ def simulate_cmd(
             info(f"wrote {log}", quiet)
         for line in result.warnings:
             warn(line)
+        from chakra.export.astrasim import simulate_warnings
+
+        # what the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
+        # less what the simulator itself already said (METADATA nodes; in model mode, collectives
+        # ASTRA-sim does not implement and send/recv pairs of different sizes)
+        skip = {"metadata-node"}
+        if comm == "model":
+            skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
+            skip.add("p2p-size-mismatch")
+        for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
+            warn(line)
         if json_out:
             print_json(result.to_json())
             return

@@ -24,6 +24,15 @@ def validate(
     comm_group: Optional[Path] = typer.Option(
         None, "--comm-group", help="Comm-group JSON (default: PREFIX.comm_groups.json beside the traces)."
     ),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", help="With --for astra-sim: the binary it will run on, aware | unaware (default: either)."
+    ),
+    network: Optional[Path] = typer.Option(
+        None, "--network", "-n", help="With --for astra-sim: the network YAML it will run on (default: export's)."
+    ),
+    system: Optional[Path] = typer.Option(
+        None, "--system", "-s", help="With --for astra-sim: the system JSON it will run on (default: the bundled one)."
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -46,7 +55,7 @@ def validate(
         loaded = load_traces(traces, quiet)
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
         if target == "astra-sim":
-            _for_astrasim(loaded, groups, json_out)
+            _for_astrasim(loaded, groups, json_out, backend, network, system)
             return
         report = validate_traces(loaded, cross_rank=not no_cross_rank, groups=groups)
         if json_out:
@@ -75,10 +84,17 @@ def validate(
             raise typer.Exit(1)
 
 
-def _for_astrasim(loaded: list, groups: dict, json_out: bool) -> None:
+def _for_astrasim(
+    loaded: list, groups: dict, json_out: bool, backend: Optional[str], network: Optional[Path], system: Optional[Path]
+) -> None:
     from chakra.export.astrasim import plan
+    from chakra.sim.config import load_network, load_system
 
-    p = plan(loaded, groups)
+    if backend not in (None, "aware", "unaware"):
+        raise InputError(f"--backend must be aware or unaware, not {backend!r}")
+    net = load_network(network) if network is not None else None
+    sysc = load_system(system) if system is not None else None
+    p = plan(loaded, groups, network=net, system=sysc, backend=backend)
     issues, errors = p.issues, p.errors
     if json_out:
         print_json({"target": "astra-sim", "ok": not errors, "findings": [i.to_json() for i in issues]})

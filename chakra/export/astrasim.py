@@ -21,7 +21,23 @@ binaries), each the reason for one rule below:
   id 0 is rejected) -> non-numeric or undefined names get numeric ids in the comm-group file;
 - a dependency on an absent node id aborts the feeder -> `missing_deps` error or drop;
 - the attributes it reads (`comm_type`, `comm_size`, ...) are read from one protobuf arm only; any
-  other arm reads as 0 -> rewritten in the expected arm.
+  other arm reads as 0 -> rewritten in the expected arm;
+- its end-of-run report throws on any compute node with `is_cpu_op = true` ("Only GPU and COMM types
+  are supported for overlap extraction") -> cleared (the node becomes a GPU compute node);
+- with the roofline enabled, a GPU compute node of `num_ops` 0 and `tensor_size` > 0 takes 0/0 ns
+  (2^63 after the cast) -> `num_ops` 1, which costs tensor_size / local-mem-bw (the memory-bound
+  time the node stands for);
+- a rank with no node never starts ("No dependancy free nodes found") -> one idle compute node;
+- `involved_dim` is read past its end when shorter than the network's dimensions -> padded with
+  false (what `chakra simulate` reads there);
+- a message to oneself aborts ("src and dest have the same address") -> compute nodes;
+- an ALL_GATHER smaller than `preferred-dataset-splits` bytes gets 0-byte chunks (ChunkIdGenerator
+  asserts chunk_size > 0) -> comm_size = the splits;
+- a process subgroup's collective plan deletes, at exit, the collective implementation object it
+  borrowed from the rank when the implementation list has one entry; two subgroups using one
+  collective type on one rank free it twice (heap corruption, see docs/astra-sim.md) -> with the
+  congestion-unaware backend the export writes a 2-D network and two-entry implementation lists,
+  where each subgroup plan owns a fresh implementation.
 """
 
 from __future__ import annotations
@@ -35,6 +51,7 @@ from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
+from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.trace import Trace, rank_set_problem
 
 #: Collectives ASTRA-sim moves through its network model.
@@ -96,6 +113,11 @@ class Plan:
     missing: dict[int, int]  # rank -> dependencies on absent ids
     pad_rank: bool  # a one-rank job: ASTRA-sim needs >= 2 NPUs, so an idle rank 1 is added
     counts: dict[str, int]  # what the export changes, by kind (for its summary)
+    idle: set[int] = field(default_factory=set)  # ranks without nodes: one idle node is added
+    # the 2-D split (a, b) of the ranks the export's own network takes, so that no rank frees a
+    # collective implementation twice (None: the 1-D default network)
+    split: Optional[tuple[int, int]] = None
+    roofline_peak: float = 0.0  # TFLOPS when the system runs GPU compute on the roofline, else 0
 
     @property
     def errors(self) -> list[Issue]:
@@ -108,16 +130,70 @@ class Plan:
         return [i for i in self.issues if not i.fix]
 
 
+_IMPL_KEY = {
+    CollectiveType.ALL_REDUCE: "all_reduce",
+    CollectiveType.ALL_GATHER: "all_gather",
+    CollectiveType.REDUCE_SCATTER: "reduce_scatter",
+    CollectiveType.ALL_TO_ALL: "all_to_all",
+}
+
+
+def roofline_attrs(duration_us: float, peak_tflops: float) -> dict[str, int]:
+    """num_ops and tensor_size that ASTRA-sim's roofline turns back into `duration_us`: one byte
+    makes the node compute-bound, so it takes num_ops / peak-perf. 0 us: 1.5 ns of ops, which
+    ASTRA-sim truncates to 1 ns as it replays a 0 us node (a 0 ns event at t=0 trips its event
+    queue's assertion); never tensor_size 0 (ASTRA-sim skips such a node without issuing its
+    dependents) nor num_ops 0 (0/0)."""
+    if duration_us <= 0:
+        return {"num_ops": max(1, round(1.5e-9 * peak_tflops * 1e12)), "tensor_size": 1}
+    return {"num_ops": max(1, round(duration_us * 1e-6 * peak_tflops * 1e12)), "tensor_size": 1}
+
+
+def fit_system(sysc: SystemConfig, dims: int) -> SystemConfig:
+    """`sysc` with every one-entry implementation list repeated to `dims` entries."""
+    import dataclasses
+
+    if dims < 2:
+        return sysc
+    lists = {f"{k}_implementation": sysc.implementation(k) for k in _IMPL_KEY.values()}
+    return dataclasses.replace(sysc, **{k: v * dims if len(v) == 1 else v for k, v in lists.items()})
+
+
+def _split(n: int) -> Optional[tuple[int, int]]:
+    """n = a x b with a the smallest factor >= 2 and b >= 2, or None (n prime or < 4)."""
+    for a in range(2, int(n**0.5) + 1):
+        if n % a == 0:
+            return a, n // a
+    return None
+
+
 def _rank(trace: Trace, pos: int) -> int:
     return trace.rank if trace.rank is not None else pos
 
 
 class _Planner:
-    def __init__(self, traces: list[Trace], file_groups: dict[str, list[int]], unsupported: str, broadcast: str):
+    def __init__(
+        self,
+        traces: list[Trace],
+        file_groups: dict[str, list[int]],
+        unsupported: str,
+        broadcast: str,
+        net: Optional[NetworkConfig],
+        sysc: SystemConfig,
+        backend: Optional[str],
+    ):
         self.traces = traces
         self.n = len(traces)
         self.unsupported = unsupported
         self.broadcast = broadcast
+        self.net = net  # the user's network; None: the export picks one
+        self.dims = net.dims if net is not None else 1
+        self.sysc = sysc
+        self.backend = backend  # None: either (validate), else the one exported for
+        # rank -> collective type -> process subgroups (fewer members than ranks) it runs on
+        self.subgroups: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+        self.idle: set[int] = set()
+        self.memory_ranks: set[int] = set()
         self.issues: list[Issue] = []
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
@@ -215,6 +291,16 @@ class _Planner:
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             ids = {n.id for n in t.nodes}
+            if all(n.type == NodeType.METADATA_NODE for n in t.nodes):
+                self.idle.add(r)
+                self.counts["idle node added to empty ranks"] += 1
+                self.add(
+                    r,
+                    None,
+                    "empty-rank",
+                    "no node to run: ASTRA-sim stops with 'No dependancy free nodes found'",
+                    "an idle node (one 0 us compute node)",
+                )
             bad = 0
             for n in sorted(t.nodes, key=lambda n: n.id):
                 for d in (*n.data_deps, *n.ctrl_deps):
@@ -263,7 +349,52 @@ class _Planner:
             self.add(
                 0, None, "one-rank", "ASTRA-sim rejects a network of one NPU", "an idle rank 1 (one 0 us compute node)"
             )
-        return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts))
+        split = self.double_free()
+        peak = self.sysc.peak_perf if self.sysc.roofline_enabled else 0.0
+        return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split, peak)
+
+    def double_free(self) -> Optional[tuple[int, int]]:
+        """Ranks that run one collective type on two process subgroups, with a one-entry
+        implementation list: ASTRA-sim frees that implementation once per subgroup at exit."""
+        hit: list[tuple[int, int, list[str]]] = []
+        for r, per_type in sorted(self.subgroups.items()):
+            for ctype, pgs in sorted(per_type.items()):
+                impl = self.sysc.implementation(_IMPL_KEY[ctype])
+                if len(pgs) > 1 and len(impl) == 1:
+                    hit.append((r, ctype, sorted(pgs, key=lambda x: (len(x), x))))
+        if not hit:
+            return None
+        split = _split(self.n)
+        impls = [self.sysc.implementation(k) for k in _IMPL_KEY.values()]
+        rings = all(len(algs) != 1 or algs[0] == "ring" for algs in impls)
+        fixable = self.net is None and split is not None and rings
+        if fixable and self.backend in (None, "unaware"):
+            a, b = split  # type: ignore[misc]
+            fix = f"a {a} x {b} network and two-entry implementation lists (each subgroup gets its own)"
+            if self.backend is None:
+                fix = f"with --backend unaware: {fix}"
+        else:
+            fix = ""
+        why = (
+            "the congestion-aware binary takes one dimension only: use --backend unaware"
+            if self.backend == "aware"
+            else "your --network is given; a multi-dimensional one with one implementation per dimension avoids it"
+            if self.net is not None
+            else "no two-factor split of the ranks or a non-ring implementation"
+        )
+        if fixable and self.backend in (None, "unaware"):
+            self.counts["network split in two dimensions (subgroup double free)"] = 1
+        for r, ctype, pgs in hit[:20]:
+            self.add(
+                r,
+                None,
+                "subgroup-double-free",
+                f"{collective_name(ctype)} on process subgroups {', '.join(pgs)} of one rank: ASTRA-sim frees its "
+                "collective implementation once per subgroup at exit (heap corruption: abort or segfault, "
+                "its output may be lost)" + ("" if fix else f"; {why}"),
+                fix,
+            )
+        return split if fix and self.backend == "unaware" else None
 
     def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
         t = n.type
@@ -288,6 +419,19 @@ class _Planner:
                     f"{name} in {expected}",
                     "warning",
                 )
+        if t == NodeType.COMP_NODE:
+            self.compute(r, n)
+        elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and r not in self.memory_ranks:
+            self.memory_ranks.add(r)
+            self.add(
+                r,
+                n,
+                "memory-node-report",
+                "memory node: ASTRA-sim prints the rank's finish, then stops its statistics report "
+                "('Only GPU and COMM types are supported for overlap extraction'; exit status 0)",
+                "kept: the finish times are complete (first memory node of the rank shown)",
+                "warning",
+            )
         if t not in COMM:
             return
         if get_attr(n, "is_cpu_op") is True:
@@ -300,6 +444,9 @@ class _Planner:
         src, dst, size = get_attr(n, "comm_src"), get_attr(n, "comm_dst"), get_attr(n, "comm_size")
         if not all(isinstance(v, int) for v in (src, dst, size)):
             self.to_compute(r, n, "p2p-attrs", "send/recv without integer comm_src, comm_dst and comm_size")
+            return
+        if src == dst:
+            self.to_compute(r, n, "self-send", f"message from rank {src} to itself (ASTRA-sim aborts: same address)")
             return
         me = src if t == NodeType.COMM_SEND_NODE else dst
         if me != r:
@@ -314,6 +461,50 @@ class _Planner:
             size = 1
         key = (src, dst, int(get_attr(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
+
+    def compute(self, r: int, n: pb.Node) -> None:
+        if get_attr(n, "is_cpu_op") is True:
+            self.fix(r, n).attrs["is_cpu_op"] = False
+            self.counts["is_cpu_op cleared on compute nodes"] += 1
+            self.add(
+                r,
+                n,
+                "cpu-compute",
+                "CPU compute node: ASTRA-sim prints the rank's finish, then aborts writing its report "
+                "('Only GPU and COMM types are supported for overlap extraction')",
+                "is_cpu_op=false (a GPU compute node of the same duration)",
+            )
+        if not self.sysc.roofline_enabled:
+            return
+        ops, size = get_attr(n, "num_ops"), get_attr(n, "tensor_size")
+        if not isinstance(ops, int) or not isinstance(size, int) or size <= 0:
+            self.fix(r, n).attrs.update(roofline_attrs(n.duration_micros, self.sysc.peak_perf))
+            self.counts["num_ops/tensor_size set from the duration (roofline)"] += 1
+            why = (
+                "tensor_size 0: ASTRA-sim skips it without issuing its dependents (the rank stops there)"
+                if isinstance(ops, int) and isinstance(size, int)
+                else "no num_ops or tensor_size: ASTRA-sim throws"
+            )
+            self.add(
+                r,
+                n,
+                "roofline-attrs",
+                f"GPU compute node on the roofline with {why}",
+                f"num_ops for its {n.duration_micros} us at peak-perf, tensor_size 1",
+            )
+            return
+        if not ops:
+            # one op: memory-bound, size / local-mem-bw (GB/s = B/ns); under 1 ns, the 0 us form
+            fix = {"num_ops": 1} if size >= self.sysc.local_mem_bw else roofline_attrs(0, self.sysc.peak_perf)
+            self.fix(r, n).attrs.update(fix)
+            self.counts["num_ops 0 set to 1 (roofline)"] += 1
+            self.add(
+                r,
+                n,
+                "zero-num-ops",
+                "num_ops 0 with the roofline on: ASTRA-sim computes 0/0 ns (2^63) and no rank finishes",
+                f"num_ops 1 (memory-bound: {size} B at local-mem-bw)",
+            )
 
     def collective(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict) -> None:
         ctype, size = get_attr(n, "comm_type"), get_attr(n, "comm_size")
@@ -356,6 +547,35 @@ class _Planner:
                 f"{target.name} of the same {size} bytes (same bytes on the wire)",
                 severity,
             )
+        fixed = self.fixes[r].get(n.id)
+        final = int(fixed.attrs.get("comm_type", ctype)) if fixed is not None else ctype
+        if len(group) < self.n and final in _IMPL_KEY:  # a replayed BROADCAST makes no plan
+            self.subgroups[r][final].add(new_pg)
+        elif new_pg in ("", "0"):
+            inv = get_attr(n, "involved_dim")
+            if isinstance(inv, list) and len(inv) < self.dims:
+                self.fix(r, n).attrs["involved_dim"] = [bool(x) for x in inv] + [False] * (self.dims - len(inv))
+                self.counts["involved_dim padded to the network's dimensions"] += 1
+                self.add(
+                    r,
+                    n,
+                    "short-involved-dim",
+                    f"involved_dim has {len(inv)} entries for a {self.dims}-D network: ASTRA-sim reads past its "
+                    "end (hangs or finishes some ranks only)",
+                    f"padded with false to {self.dims} entries",
+                )
+        splits = max(1, self.sysc.preferred_dataset_splits)
+        if final == CollectiveType.ALL_GATHER and 0 <= size < splits:
+            self.fix(r, n).attrs["comm_size"] = splits
+            self.counts["collectives raised to the chunk count"] += 1
+            self.add(
+                r,
+                n,
+                "below-chunk-size",
+                f"ALL_GATHER of {size} B split into {splits} chunks: 0-byte chunks (ASTRA-sim asserts chunk_size > 0)",
+                f"comm_size {splits}",
+            )
+            size = splits
         colls[new_pg][r].append((n, size))
 
     def match_collectives(self, colls: dict) -> None:
@@ -420,17 +640,27 @@ def plan(
     *,
     unsupported: str = "rewrite",
     broadcast: str = "network",
+    network: Optional[NetworkConfig] = None,
+    system: Optional[SystemConfig] = None,
+    backend: Optional[str] = None,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
     `unsupported`: "rewrite" (a runnable collective moving the same bytes, see `REWRITE`) or
     "compute" (a compute node of the recorded duration). `broadcast`: "network" (rewritten like
-    the others) or "replay" (kept: ASTRA-sim replays its recorded duration)."""
+    the others) or "replay" (kept: ASTRA-sim replays its recorded duration). `network`: the
+    network it will run on (None: the export's own choice); `system`: the system config (None:
+    the bundled one); `backend`: "aware", "unaware" or None (either: fixes that need one say so)."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
         raise InputError(f"--broadcast must be network or replay, not {broadcast!r}")
-    return _Planner(ordered(traces), dict(file_groups or {}), unsupported, broadcast).run()
+    if system is None:
+        from chakra.sim.config import bundled_config_dir, load_system
+
+        # the bundled system as the export writes it: one implementation per network dimension
+        system = fit_system(load_system(bundled_config_dir() / "system.json"), network.dims if network else 1)
+    return _Planner(ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend).run()
 
 
 def ordered(traces: list[Trace]) -> list[Trace]:
@@ -446,7 +676,7 @@ def ordered(traces: list[Trace]) -> list[Trace]:
 # ------------------------------------------------------------------------------------------ apply
 
 
-def _as_compute(node: pb.Node, why: str) -> pb.Node:
+def _as_compute(node: pb.Node, why: str, peak: float = 0.0) -> pb.Node:
     """A GPU compute node with the node's id, name, dependencies and recorded times."""
     out = pb.Node(
         id=node.id,
@@ -459,6 +689,9 @@ def _as_compute(node: pb.Node, why: str) -> pb.Node:
     out.ctrl_deps.extend(node.ctrl_deps)
     set_attr(out, "is_cpu_op", False)
     set_attr(out, "export_replaced", why)  # ASTRA-sim ignores attributes it does not read
+    if peak:
+        for name, value in roofline_attrs(node.duration_micros, peak).items():
+            set_attr(out, name, value)
     return out
 
 
@@ -490,7 +723,7 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
                 nodes.append(n)
                 continue
             if f is not None and f.compute:
-                new = _as_compute(n, f.compute)
+                new = _as_compute(n, f.compute, p.roofline_peak)
             else:
                 new = pb.Node()
                 new.CopyFrom(n)
@@ -503,11 +736,14 @@ def apply(traces: list[Trace], p: Plan, missing_deps: str = "error") -> list[Tra
                     fld.extend(kept)
             nodes.append(new)
         out.append(Trace(metadata=t.metadata, nodes=nodes, rank=r, path=t.path))
+        if r in p.idle:
+            roof = roofline_attrs(0, p.roofline_peak) if p.roofline_peak else {}
+            idle: dict[str, Any] = {"is_cpu_op": False, **roof}
+            out[-1].add("idle (a rank without nodes)", NodeType.COMP_NODE, duration_micros=0, attrs=idle)
     if p.pad_rank:
         pad = Trace(metadata=traces[0].metadata, rank=1)
-        pad.add(
-            "idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs={"is_cpu_op": False}
-        )
+        attrs: dict[str, Any] = {"is_cpu_op": False, **(roofline_attrs(0, p.roofline_peak) if p.roofline_peak else {})}
+        pad.add("idle (second NPU: ASTRA-sim needs two)", NodeType.COMP_NODE, duration_micros=0, attrs=attrs)
         out.append(pad)
     return out
 
@@ -557,9 +793,14 @@ def export_astrasim(
     from chakra.commgroups import comm_groups_path, write_comm_groups
     from chakra.export.configs import write_configs
     from chakra.io import output_set, write_rank_traces
+    from chakra.sim.config import load_network, load_system
 
     traces = ordered(traces)
-    p = plan(traces, file_groups, unsupported=unsupported, broadcast=broadcast)
+    net = load_network(network) if network is not None else None
+    sysc = load_system(system) if system is not None else None
+    p = plan(
+        traces, file_groups, unsupported=unsupported, broadcast=broadcast, network=net, system=sysc, backend=backend
+    )
     fixed = apply(traces, p, missing_deps)
     npus = len(fixed)
     groups_path = comm_groups_path(out) if p.groups else None
@@ -567,7 +808,14 @@ def export_astrasim(
     with output_set():
         # configs first: they are checked (rank count, backend limits) before any trace is written
         run = write_configs(
-            Path(out), npus, backend=backend, network=network, system=system, memory=memory, comm_groups=groups_path
+            Path(out),
+            npus,
+            backend=backend,
+            network=network,
+            system=system,
+            memory=memory,
+            comm_groups=groups_path,
+            split=p.split,
         )
         if p.missing and missing_deps == "drop":
             p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
@@ -575,3 +823,50 @@ def export_astrasim(
         written = write_comm_groups(out, p.groups)
     run.comm_groups = written
     return ExportResult(p, files, run)
+
+
+# ------------------------------------------------------------------------------------ warnings
+
+
+def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
+    """One line per kind of finding on which ASTRA-sim aborts, hangs or corrupts memory: what it
+    would do, where first, how often, and whether `chakra export astra-sim` fixes it."""
+    by_code: dict[str, list[Issue]] = defaultdict(list)
+    for issue in p.errors:
+        if issue.code not in skip:
+            by_code[issue.code].append(issue)
+    out = []
+    for code, found in by_code.items():
+        first = found[0]
+        where = " ".join(
+            part
+            for part in (
+                f"rank {first.rank}" if first.rank is not None else "",
+                f"node {first.node_id}" if first.node_id is not None else "",
+            )
+            if part
+        )
+        more = f", {len(found)} such" if len(found) > 1 else ""
+        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "the export cannot fix it here"
+        out.append(f"ASTRA-sim would fail here ({code}{': ' + where if where else ''}{more}): {first.reason}; {fix}")
+    return out
+
+
+def simulate_warnings(
+    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """`warning_lines` for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+    from chakra.commgroups import groups_beside, read_comm_groups
+    from chakra.io import read_traces
+    from chakra.sim.config import load_network, load_system
+
+    args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
+    traces = [t for t in args if isinstance(t, Trace)] or read_traces(args)
+    groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
+    net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
+    sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
+    try:
+        p = plan(traces, groups, network=net, system=sysc, backend=backend)
+    except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
+        return []
+    return warning_lines(p, skip)

@@ -92,9 +92,12 @@ def write_configs(
     system: Optional[PathLike] = None,
     memory: Optional[PathLike] = None,
     comm_groups: Optional[Path] = None,
+    split: Optional[tuple[int, int]] = None,
 ) -> RunFiles:
     """OUT.network.yml / OUT.system.json / OUT.memory.json for `npus` ranks (user files are checked
-    and copied, so the printed command needs nothing but OUT.*)."""
+    and copied, so the printed command needs nothing but OUT.*). `split` (a, b): instead of the
+    default 1-D network, a Ring a x Ring b one with every implementation list repeated to two
+    entries (ASTRA-sim then gives each process subgroup its own implementation object)."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be aware or unaware, not {backend!r}")
     if npus < 2:
@@ -104,6 +107,9 @@ def write_configs(
             f"{comm_groups}: ASTRA-sim ignores a comm-group file whose path contains 'empty'; choose another -o"
         )
     net = load_network(network) if network is not None else default_network(npus)
+    if split is not None and network is None:
+        two = dict(bandwidth=[50.0] * 2, latency=[500.0] * 2)
+        net = NetworkConfig(topology=["Ring", "Ring"], npus_count=list(split), **two)
     check_network(net, npus, backend)
     net_path = Path(f"{out}.network.yml")
     write_network(net_path, net)
@@ -111,8 +117,19 @@ def write_configs(
     sys_src = Path(system) if system is not None else bundled_config_dir() / "system.json"
     sys_cfg = load_system(sys_src)  # checked as chakra simulate reads it
     sys_path = Path(f"{out}.system.json")
+    data = sys_src.read_bytes()
+    if (system is None or split is not None) and net.dims > 1:
+        # one implementation per dimension, as ASTRA-sim's own multi-dimensional examples: with a
+        # one-entry list it builds the logical topology of the first dimension only, and every
+        # process subgroup borrows (and frees at exit) the same implementation object
+        doc = orjson.loads(data)
+        for key in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+            algs = sys_cfg.implementation(key.replace("-", "_"))
+            if len(algs) == 1:
+                doc[f"{key}-implementation"] = algs * net.dims
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     with atomic_output(sys_path) as fh:
-        fh.write(sys_src.read_bytes())
+        fh.write(data)
 
     mem_path = Path(f"{out}.memory.json")
     if memory is not None:

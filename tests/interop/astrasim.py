@@ -36,3 +36,23 @@ def run(argv: list[str], cwd: Path, timeout: int = 120) -> tuple[dict[int, int],
     out = proc.stdout + proc.stderr
     text = out.decode(errors="replace")
     return finish_cycles(text), text
+
+
+def start(argv: list[str], cwd: Path, runs: int) -> list[subprocess.Popen]:
+    """`runs` runs of one command at once (their outputs to pipes)."""
+    return [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd) for _ in range(runs)]
+
+
+def collect(procs: list[subprocess.Popen], timeout: int = 120) -> list[tuple[dict[int, int], int, str]]:
+    """Per run: the finish cycles of each rank that finished, the exit status, and the output."""
+    out = []
+    for proc in procs:
+        try:
+            data, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            data, _ = proc.communicate()
+            data += b"\n(killed: still running after %d s)" % timeout
+        text = data.decode(errors="replace")
+        out.append((finish_cycles(text), proc.returncode, text))
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +22,7 @@ from chakra.commgroups import groups_beside
 from chakra.export.astrasim import plan
 from chakra.io import read_traces
 
-from .astrasim import bin_dir, run
+from .astrasim import bin_dir, collect, start
 
 BIN, WHY = bin_dir()
 pytestmark = pytest.mark.skipif(BIN is None, reason=WHY)
@@ -77,19 +78,55 @@ def _cmd(*args: str) -> Callable:
     return lambda s, out, cli: [a.replace("{S}", str(s)).replace("{R}", str(REPO)) for a in args] + ["-o", str(out)]
 
 
-SMALL_GPT = ("--layers", "2", "--hidden", "256", "--heads", "4", "--seq", "64", "--batch", "8", "--microbatches", "2")
+def _network(text: str, system: str = "") -> Callable[[Path], list[str]]:
+    """Export options giving a network (and optionally system keys added to the bundled system)."""
 
-# name -> (command maker, clean: ASTRA-sim takes the raw output as it is)
-CASES: dict[str, tuple[Callable, bool]] = {
-    "pytorch-mlp": (_pytorch("mlp", 1), False),  # one rank: ASTRA-sim needs an idle second NPU
-    "pytorch-ddp2": (_pytorch("ddp2", 2), False),  # BROADCAST -> ALL_GATHER
-    "pytorch-ddp2-as-written": (_pytorch("ddp2", 2), False),  # BROADCAST kept: ASTRA-sim replays it
-    "pytorch-collectives2": (_pytorch("collectives2", 2), False),  # REDUCE, GATHER, SCATTER, BARRIER...
-    "kineto-nccl": (_cmd("convert", "kineto", "{S}/kineto/hta_nccl_data.json.gz"), False),
-    "pytorch-et-only-nccl": (_cmd("convert", "pytorch", "{S}/pytorch_et/chakra_1.0.2-chakra.0.0.4.tgz"), False),
-    "nsys": (_cmd("convert", "nsys", "{S}/nsys/testcuda_nsys2026.1_report2.sqlite"), False),
-    "nsys-2023": (_cmd("convert", "nsys", "{S}/nsys/reconstream_nsys2023.1_report3.sqlite"), False),
-    "flexflow": (
+    def opts(work: Path) -> list[str]:
+        out = []
+        if text:
+            (work / "net.yml").write_text(text)
+            out += ["--network", str(work / "net.yml")]
+        if system:
+            base = json.loads((REPO / "chakra" / "data" / "configs" / "system.json").read_text())
+            base.update(json.loads(system))
+            (work / "sys.json").write_text(json.dumps(base))
+            out += ["--system", str(work / "sys.json")]
+        return out
+
+    return opts
+
+
+def _none(work: Path) -> list[str]:
+    return []
+
+
+RING_2X4 = "topology: [ Ring, Ring ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 100, 50 ]\nlatency: [ 500, 500 ]\n"
+RING_2X2 = "topology: [ Ring, Ring ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 100, 50 ]\nlatency: [ 500, 500 ]\n"
+ROOFLINE = '{"roofline-enabled": 1, "peak-perf": 900, "local-mem-bw": 1600}'
+BOTH = ("aware", "unaware")
+UNAWARE = ("unaware",)  # multi-dimensional networks: the aware binary takes one dimension only
+
+
+@dataclass(frozen=True)
+class Case:
+    make: Callable  # (samples dir, output prefix, cli) -> the chakra command that writes the output
+    clean: bool = False  # ASTRA-sim takes the raw output as it is: the export changes nothing
+    export: Callable[[Path], list[str]] = _none  # extra `chakra export astra-sim` options
+    backends: tuple[str, ...] = BOTH
+
+
+# One line per output: the command that writes it, then how it is exported and run. Generated
+# workloads run at `generate`'s default sizes (their ranks are chosen, nothing else).
+CASES: dict[str, Case] = {
+    "pytorch-mlp": Case(_pytorch("mlp", 1)),  # one rank: ASTRA-sim needs an idle second NPU
+    "pytorch-ddp2": Case(_pytorch("ddp2", 2)),  # BROADCAST -> ALL_GATHER, CPU operators
+    "pytorch-ddp2-broadcast-replay": Case(_pytorch("ddp2", 2), export=lambda w: ["--broadcast", "replay"]),
+    "pytorch-collectives2": Case(_pytorch("collectives2", 2)),  # REDUCE, GATHER, SCATTER, BARRIER...
+    "kineto-nccl": Case(_cmd("convert", "kineto", "{S}/kineto/hta_nccl_data.json.gz")),
+    "pytorch-et-only-nccl": Case(_cmd("convert", "pytorch", "{S}/pytorch_et/chakra_1.0.2-chakra.0.0.4.tgz")),
+    "nsys": Case(_cmd("convert", "nsys", "{S}/nsys/testcuda_nsys2026.1_report2.sqlite")),
+    "nsys-2023": Case(_cmd("convert", "nsys", "{S}/nsys/reconstream_nsys2023.1_report3.sqlite")),
+    "flexflow": Case(
         _cmd(
             "convert",
             "flexflow",
@@ -99,53 +136,60 @@ CASES: dict[str, tuple[Callable, bool]] = {
             "--bandwidth",
             "16",
         ),
-        True,
-    ),
-    "bigsim": (_bigsim, False),
-    "text-mlp": (_cmd("convert", "text", "{S}/astrasim/text_workloads/MLP_ModelParallel.txt", "--npus", "4"), True),
-    "text-allreduce": (_cmd("convert", "text", "{S}/astrasim/text_workloads/microAllReduce.txt", "--npus", "4"), True),
-    "official-json": (_cmd("convert", "auto", "{S}/et/official_small_chakra.0.json"), False),
-    "official-feeder-trace": (_feeder, False),
-    "gen-transformer-4": (_cmd("generate", "transformer", *SMALL_GPT, "--dp", "2", "--tp", "2"), True),
-    "gen-transformer-8": (_cmd("generate", "transformer", *SMALL_GPT, "--dp", "2", "--tp", "2", "--pp", "2"), True),
-    "gen-dlrm-4": (_cmd("generate", "dlrm", "--ranks", "4", "--tables", "8", "--batch", "64"), True),
-    "gen-dlrm-8": (_cmd("generate", "dlrm", "--ranks", "8", "--tables", "8", "--batch", "64"), True),
-    "gen-mlp-4": (_cmd("generate", "mlp", "--dim1", "2", "--dim2", "2", "--hidden", "256", "--batch", "16"), True),
-    "gen-mlp-8": (_cmd("generate", "mlp", "--dim1", "2", "--dim2", "4", "--hidden", "256", "--batch", "16"), True),
-    "gen-mlp-8-unaware-2d": (
-        _cmd("generate", "mlp", "--dim1", "2", "--dim2", "4", "--hidden", "256", "--batch", "16"),
-        True,
-    ),
-    "gen-microbench-4": (_cmd("generate", "microbench", "--ranks", "4", "--max-size", "64KiB"), False),
-    "gen-microbench-8": (_cmd("generate", "microbench", "--ranks", "8", "--max-size", "64KiB"), False),
-    "synthesize": (_synth, True),
-    "whatif-amp": (_whatif("amp"), False),
-    "whatif-fused-optimizer": (_whatif("fused-optimizer"), False),
-    "whatif-scale-compute": (_whatif("scale-compute", "-f", "2"), False),
-    "whatif-network-bandwidth": (_whatif("network-bandwidth", "-f", "2"), False),
-    "whatif-data-parallel": (_whatif("data-parallel", "--ranks", "4", sample="mlp", ranks=1), False),
-    "whatif-drop-comm": (_whatif("drop-comm"), False),
-    "dsl-two-stage-pipeline": (_cmd("generate", "spec", "{R}/examples/two_stage_pipeline.yaml"), False),  # BARRIER
-    "dsl-data-parallel": (_cmd("generate", "spec", "{R}/examples/data_parallel.py"), True),
-    "dsl-ring-exchange": (_cmd("generate", "spec", "{R}/examples/ring_exchange.py"), True),
+        clean=True,
+    ),  # fmt: skip
+    "flexflow-empty-ranks": Case(
+        _cmd("convert", "flexflow", "{R}/tests/data/flexflow/dp2_taskgraph.dot", "--placement", "*=0", "--npus", "4")
+    ),  # fmt: skip
+    "bigsim": Case(_bigsim),
+    "text-mlp": Case(
+        _cmd("convert", "text", "{S}/astrasim/text_workloads/MLP_ModelParallel.txt", "--npus", "4"), clean=True
+    ),  # fmt: skip
+    "text-allreduce": Case(
+        _cmd("convert", "text", "{S}/astrasim/text_workloads/microAllReduce.txt", "--npus", "4"), clean=True
+    ),  # fmt: skip
+    "text-allreduce-2d": Case(
+        _cmd("convert", "text", "{S}/astrasim/text_workloads/microAllReduce.txt", "--npus", "4"),
+        export=_network(RING_2X2),
+        backends=UNAWARE,
+    ),  # fmt: skip
+    "official-json": Case(_cmd("convert", "auto", "{S}/et/official_small_chakra.0.json")),
+    "official-feeder-trace": Case(_feeder),
+    "gen-transformer-dp2-tp2": Case(_cmd("generate", "transformer", "--dp", "2", "--tp", "2")),
+    "gen-transformer-dp2-tp2-pp2": Case(
+        _cmd("generate", "transformer", "--layers", "2", "--dp", "2", "--tp", "2", "--pp", "2")
+    ),  # fmt: skip
+    "gen-transformer-tp4-pp2": Case(_cmd("generate", "transformer", "--layers", "2", "--tp", "4", "--pp", "2")),
+    "gen-transformer-dp8": Case(_cmd("generate", "transformer", "--layers", "2", "--dp", "8"), clean=True),
+    "gen-transformer-roofline": Case(
+        _cmd("generate", "transformer", "--layers", "4", "--dp", "2", "--pp", "4"), export=_network("", ROOFLINE)
+    ),  # fmt: skip
+    "gen-dlrm-4": Case(_cmd("generate", "dlrm", "--ranks", "4")),
+    "gen-dlrm-8": Case(_cmd("generate", "dlrm", "--ranks", "8")),
+    "gen-mlp-4": Case(_cmd("generate", "mlp", "--dim1", "2", "--dim2", "2")),
+    "gen-mlp-8-2d": Case(
+        _cmd("generate", "mlp", "--dim1", "2", "--dim2", "4"), export=_network(RING_2X4), backends=UNAWARE
+    ),  # fmt: skip
+    "gen-microbench-4": Case(_cmd("generate", "microbench", "--ranks", "4", "--max-size", "64KiB")),
+    "gen-microbench-8-tiny": Case(
+        _cmd("generate", "microbench", "--ranks", "8", "--min-size", "1", "--max-size", "4KiB")
+    ),  # fmt: skip
+    "synthesize": Case(_synth),
+    "whatif-amp": Case(_whatif("amp")),
+    "whatif-fused-optimizer": Case(_whatif("fused-optimizer")),
+    "whatif-scale-compute": Case(_whatif("scale-compute", "-f", "2")),
+    "whatif-network-bandwidth": Case(_whatif("network-bandwidth", "-f", "2")),
+    "whatif-data-parallel": Case(_whatif("data-parallel", "--ranks", "4", sample="mlp", ranks=1)),
+    "whatif-drop-comm": Case(_whatif("drop-comm")),
+    "dsl-two-stage-pipeline": Case(_cmd("generate", "spec", "{R}/examples/two_stage_pipeline.yaml")),  # BARRIER
+    "dsl-data-parallel": Case(_cmd("generate", "spec", "{R}/examples/data_parallel.py"), clean=True),
+    "dsl-ring-exchange": Case(_cmd("generate", "spec", "{R}/examples/ring_exchange.py"), clean=True),
 }
 
-
-def _net_2x4(work: Path) -> list[str]:
-    """A 2-D network (Ring 2 x Ring 4): only the congestion-unaware binary takes it."""
-    net = work / "ring2x4.yml"
-    net.write_text("topology: [ Ring, Ring ]\nnpus_count: [ 2, 4 ]\nbandwidth: [ 100, 50 ]\nlatency: [ 500, 500 ]\n")
-    return ["--backend", "unaware", "--network", str(net)]
-
-
-#: outputs whose export changes nothing (ASTRA-sim runs the files as the command wrote them)
-UNCHANGED = {"pytorch-ddp2-as-written"}
-
-# name -> extra `chakra export astra-sim` options, given the case's work folder
-EXPORT_OPTIONS: dict[str, Callable[[Path], list[str]]] = {
-    "gen-mlp-8-unaware-2d": _net_2x4,
-    "pytorch-ddp2-as-written": lambda work: ["--broadcast", "replay"],  # no change: the raw files run
-}
+RUNS = 3  # ASTRA-sim's heap corruption shows on some runs only
+# findings the export cannot fix on the aware binary (one dimension only): the case runs on unaware
+AWARE_ONLY_LIMITS = {"subgroup-double-free"}
+PAIRS = [(name, b) for name, case in CASES.items() for b in case.backends]
 
 
 def _ok(res) -> None:
@@ -154,7 +198,7 @@ def _ok(res) -> None:
 
 @pytest.fixture(scope="module")
 def outcomes():
-    """name -> {"finished": {rank: cycles}, "simulated": {rank: ns}, "ranks": n, "log": text}, run once.
+    """(name, backend) -> outcome, run once.
 
     With CHAKRA_INTEROP_REPORT=FILE, the comparison is written there as JSON at the end."""
     cache: dict = {}
@@ -162,58 +206,92 @@ def outcomes():
     target = os.environ.get("CHAKRA_INTEROP_REPORT")
     if target:
         rows = {
-            name: {
+            f"{name}/{backend}": {
                 "ranks": o["ranks"],
-                "astrasim_finished": {str(r): t for r, t in sorted(o["finished"].items())},
+                "refused": o["refused"],
+                "astrasim_runs": [{str(r): t for r, t in sorted(f.items())} for f, _, _ in o["runs"]],
                 "chakra_simulate": {str(r): t for r, t in sorted(o["simulated"].items())},
+                "changes": o["summary"]["changes"],
             }
-            for name, o in cache.items()
+            for (name, backend), o in cache.items()
+            if name != "raw"
         }
         Path(target).write_text(json.dumps(rows, indent=1))
 
 
-def _outcome(name: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -> dict:
-    if name in cache:
-        return cache[name]
-    make, clean = CASES[name]
-    extra = EXPORT_OPTIONS.get(name, lambda work: [])
-    work = tmp_path_factory.mktemp(name.replace("-", "_"))
-    raw = work / "raw"
-    cmd = make(samples_dir, raw, cli)
-    _ok(cli(*cmd, *([] if "-q" in cmd else ["-q"])))
-    traces = read_traces([raw])
-    findings = plan(traces, groups_beside([raw])).issues
-    if clean:
-        assert not findings, [f.to_json() for f in findings[:5]]
+def _raw(name: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -> Path:
+    key = ("raw", name)
+    if key not in cache:
+        case = CASES[name]
+        work = tmp_path_factory.mktemp(name.replace("-", "_"))
+        raw = work / "raw"
+        cmd = case.make(samples_dir, raw, cli)
+        _ok(cli(*cmd, *([] if "-q" in cmd else ["-q"])))
+        if case.clean:
+            findings = plan(read_traces([raw]), groups_beside([raw])).issues
+            assert not findings, [f.to_json() for f in findings[:5]]
+        cache[key] = raw
+    return cache[key]
+
+
+def _outcome(name: str, backend: str, samples_dir: Path, tmp_path_factory, cli, cache: dict) -> dict:
+    if (name, backend) in cache:
+        return cache[(name, backend)]
+    case = CASES[name]
+    raw = _raw(name, samples_dir, tmp_path_factory, cli, cache)
+    work = raw.parent / backend
+    work.mkdir()
     out = work / "astra"
-    res = cli("export", "astra-sim", str(raw), "-o", str(out), "--missing-deps", "drop", "--json", "-q", *extra(work))
+    res = cli("export", "astra-sim", str(raw), "-o", str(out), "--missing-deps", "drop", "--backend", backend,
+              "--json", "-q", *case.export(work))  # fmt: skip
     _ok(res)
     summary = json.loads(res.stdout)
-    if name in UNCHANGED:
+    if case.clean:
         assert not summary["changes"] and not summary["padded_rank"], summary["changes"]
+    refused = sorted({f["code"] for f in summary["not_fixed"]})
+    outcome = {"ranks": summary["ranks"], "refused": refused, "runs": [], "simulated": {}, "summary": summary}
+    exported = plan(read_traces([out]), groups_beside([out])).issues
+    outcome["memory_nodes"] = any(i.code == "memory-node-report" for i in exported)
+    if refused:
+        # only the aware binary's one-dimensional network can leave a finding unfixed
+        assert backend == "aware" and set(refused) <= AWARE_ONLY_LIMITS, summary["not_fixed"][:3]
+        cache[(name, backend)] = outcome
+        return outcome
     argv = summary["command"].split()
     argv[0] = str(BIN / argv[0])
-    finished, log = run(argv, work)
+    procs = start(argv, work, RUNS)  # the binaries run while chakra simulate does
     sim = cli("simulate", *summary["simulate_command"].split()[2:], "--json", "-q")
     _ok(sim)
-    simulated = {int(r): v["finish_ns"] for r, v in json.loads(sim.stdout)["ranks"].items()}
-    cache[name] = {"finished": finished, "simulated": simulated, "ranks": summary["ranks"], "log": log}
-    return cache[name]
+    outcome["simulated"] = {int(r): v["finish_ns"] for r, v in json.loads(sim.stdout)["ranks"].items()}
+    outcome["runs"] = collect(procs)
+    cache[(name, backend)] = outcome
+    return outcome
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_every_rank_finishes_on_astrasim(name, samples_dir, tmp_path_factory, run_cli, outcomes):
-    o = _outcome(name, samples_dir, tmp_path_factory, run_cli, outcomes)
-    missing = sorted(set(range(o["ranks"])) - set(o["finished"]))
-    assert not missing, f"ranks {missing} never finished; ASTRA-sim said:\n{o['log'][-3000:]}"
+@pytest.mark.parametrize(("name", "backend"), PAIRS)
+def test_every_rank_finishes_on_astrasim(name, backend, samples_dir, tmp_path_factory, run_cli, outcomes):
+    """Every rank prints its finish line and the process exits cleanly, in every one of the runs."""
+    o = _outcome(name, backend, samples_dir, tmp_path_factory, run_cli, outcomes)
+    if o["refused"]:
+        assert "unaware" in CASES[name].backends
+        return
+    for finished, rc, log in o["runs"]:
+        missing = sorted(set(range(o["ranks"])) - set(finished))
+        assert not missing, f"ranks {missing} never finished; ASTRA-sim said:\n{log[-3000:]}"
+        critical = [line for line in log.splitlines() if "[critical]" in line]
+        if o["memory_nodes"]:  # ASTRA-sim's report stops on them, after the finish lines (listed by validate)
+            critical = [line for line in critical if "Only GPU and COMM types" not in line]
+        assert rc == 0 and not critical, f"exit status {rc}; ASTRA-sim said:\n{log[-3000:]}"
+    assert all(f == o["runs"][0][0] for f, _, _ in o["runs"]), "runs of one input disagree"
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_simulate_matches_astrasim_per_rank(name, samples_dir, tmp_path_factory, run_cli, outcomes):
-    o = _outcome(name, samples_dir, tmp_path_factory, run_cli, outcomes)
+@pytest.mark.parametrize(("name", "backend"), PAIRS)
+def test_simulate_matches_astrasim_per_rank(name, backend, samples_dir, tmp_path_factory, run_cli, outcomes):
+    o = _outcome(name, backend, samples_dir, tmp_path_factory, run_cli, outcomes)
+    finished = o["runs"][0][0] if o["runs"] else {}
     off = {
         r: (o["simulated"].get(r), t)
-        for r, t in o["finished"].items()
+        for r, t in finished.items()
         if abs(o["simulated"].get(r, -1) - t) > TOLERANCE * max(t, 1)
     }
     assert not off, f"rank: (chakra simulate, ASTRA-sim) ns differing by more than 0.1%: {off}"
