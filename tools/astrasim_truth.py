@@ -684,7 +684,7 @@ def _random_groups(rnd: random.Random, n: int) -> list[list[int]]:
 
 def _random_memory(rnd: random.Random, n: int, kinds: set) -> dict:
     kind = rnd.choice(("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"))
-    kinds.add(f"mem-{kind.split('_')[0].lower()}" if kind != "MEMORY_POOL" else "mem-pool")
+    kinds.add({"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}.get(kind, "mem-pool"))
     mem: dict[str, Any] = {
         "memory-type": kind,
         "remote-mem-latency": rnd.choice((0, 20, 100)),

@@ -416,6 +416,7 @@ class CollectiveRun:
         self.on_finish = on_finish
         self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
         self.buses: dict[int, SharedBus] = {}
+        self.finished: list[int] = []  # members in the order their last chunk ended (ties included)
 
     # -- system layer --
     def issue(self, rank: int) -> None:
@@ -434,6 +435,7 @@ class CollectiveRun:
             m.left -= 1
             if m.left == 0:
                 m.finish = self.clock.now
+                self.finished.append(m.rank)
                 if self.on_finish is not None:
                     self.on_finish(m.rank)
             self.fill(m, prev, released=True)
@@ -471,12 +473,12 @@ class CollectiveRun:
 
         def after_bus(_: Any = None) -> None:
             if processed:
-                self.clock.at(self.reduction(size), lambda _a: alg.on_general())
+                self.clock.at_rank(alg.id, self.reduction(size), lambda _a: alg.on_general())
             else:
                 alg.on_general()
 
         if self.loggp is None or alg.fast:
-            self.clock.at(alg.bus, after_bus)
+            self.clock.at_rank(alg.id, alg.bus, after_bus)
             return
         bus = self.buses.get(alg.id)
         if bus is None:
@@ -501,6 +503,8 @@ class CollectiveRun:
 
 class CollectiveRunner:
     """Per-member finish offsets of collectives on one network + system config, memoised."""
+
+    takes_issue_order = True  # `finish(..., issued=)` is understood
 
     def __init__(
         self,
@@ -534,6 +538,10 @@ class CollectiveRunner:
         # allocators (round robin, first half, second half), which run on across collectives.
         self.queues = max(1, int(queues_per_dim))
         self._alloc: dict[int, list[int]] = {}
+        # Positions (in `members`) of the last `finish()` call's members, in the order they ended:
+        # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them
+        # (a remote memory served first-come, for one, sees the difference).
+        self.finish_order: tuple[int, ...] = ()
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
@@ -556,21 +564,30 @@ class CollectiveRunner:
         members: tuple[int, ...],
         involved: Optional[tuple[bool, ...]],
         starts: Sequence[int],
+        issued: Optional[Sequence[int]] = None,
     ) -> list[int]:
-        """Finish time of each member (same order as `members`) given each one's issue time."""
+        """Finish time of each member (same order as `members`) given each one's issue time;
+        `issued`: the members in the order they issued (members issuing at the same ns start in
+        this order, which decides same-ns ties later on), default `members` order."""
         t0 = min(starts)
         offsets = tuple(s - t0 for s in starts)
+        if issued is not None:
+            index = {r: i for i, r in enumerate(members)}
+            order = tuple(index[r] for r in issued)
+        else:
+            order = tuple(range(len(members)))
         # Aware links still busy with an earlier collective's messages (a tree's last sends to its
         # children, in flight when the sender is done; a late member still working while early ones
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, self._tree_parities(ctype), self._alloc_state())
+        key = (ctype, size, members, involved, offsets, order, self._tree_parities(ctype), self._alloc_state())
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._run(ctype, size, members, involved, offsets)
+            hit = self._run(ctype, size, members, involved, offsets, order)
             self._cache[key] = hit
-        out, used, trees, alloc = hit
+        out, used, trees, alloc, order = hit
+        self.finish_order = order
         self._advance_trees(ctype, trees)
         self._alloc = {d: list(v) for d, v in alloc}
         free = self.link_free
@@ -632,18 +649,18 @@ class CollectiveRunner:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def _run(self, ctype, size, members, involved, offsets) -> tuple:  # type: ignore[no-untyped-def]
+    def _run(self, ctype, size, members, involved, offsets, order=None) -> tuple:  # type: ignore[no-untyped-def]
         """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), (), (), self._alloc_state()
+            return tuple(offsets), (), (), self._alloc_state(), tuple(range(len(members)))
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
         run = CollectiveRun(self, plan, n, clock, messenger)
-        for r, t in zip(members, offsets):
-            clock.at(t, run.issue, r)
+        for i in sorted(order or range(len(members)), key=lambda i: offsets[i]):
+            clock.at(offsets[i], run.issue, members[i])
         clock.run()
         out = []
         for r in members:
@@ -652,7 +669,9 @@ class CollectiveRunner:
                 raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
             out.append(f)
         trees = tuple((d, n * k) for d, k in self._plan_trees.items())
-        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state()
+        index = {r: i for i, r in enumerate(members)}
+        order = tuple(index[r] for r in run.finished)
+        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(), order
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
