@@ -534,10 +534,11 @@ class CollectiveRunner:
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
         self._trees: dict[tuple[int, int], int] = {}  # (collective type, dim) -> tree phases created
         self._plan_trees: dict[int, int] = {}  # dim -> tree phases per chunk, of the last plan
-        # Queues per dimension (ASTRA-sim's --num-queues-per-dim) and, per dimension, its queue
-        # allocators (round robin, first half, second half), which run on across collectives.
+        # Queues per dimension (ASTRA-sim's --num-queues-per-dim) and, per NPU and dimension, its
+        # queue allocators (round robin, first half, second half), which run on across the
+        # collectives that NPU takes part in (every NPU has its own in ASTRA-sim).
         self.queues = max(1, int(queues_per_dim))
-        self._alloc: dict[int, list[int]] = {}
+        self._alloc: dict[int, dict[int, list[int]]] = {}
         # Positions (in `members`) of the last `finish()` call's members, in the order they ended:
         # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them
         # (a remote memory served first-come, for one, sees the difference).
@@ -581,7 +582,7 @@ class CollectiveRunner:
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, order, self._tree_parities(ctype), self._alloc_state())
+        key = (ctype, size, members, involved, offsets, order, self._tree_parities(ctype), self._alloc_state(members))
         hit = self._cache.get(key)
         if hit is None:
             hit = self._run(ctype, size, members, involved, offsets, order)
@@ -589,7 +590,8 @@ class CollectiveRunner:
         out, used, trees, alloc, order = hit
         self.finish_order = order
         self._advance_trees(ctype, trees)
-        self._alloc = {d: list(v) for d, v in alloc}
+        for r, state in alloc:
+            self._alloc[r] = {d: list(v) for d, v in state}
         free = self.link_free
         for k, f in used:
             if t0 + f > free.get(k, 0):
@@ -602,15 +604,17 @@ class CollectiveRunner:
     def _tree_parities(self, ctype: int) -> tuple:
         return tuple(sorted((d, v % 2) for (c, d), v in self._trees.items() if c == ctype))
 
-    def _alloc_state(self) -> tuple:
-        return tuple(sorted((d, tuple(v)) for d, v in self._alloc.items())) if self.queues > 1 else ()
+    def _alloc_state(self, members: Sequence[int]) -> tuple:
+        if self.queues == 1:
+            return ()
+        return tuple((r, tuple(sorted((d, tuple(v)) for d, v in self._alloc.get(r, {}).items()))) for r in members)
 
-    def _next_queue(self, d: int, how: str) -> tuple[int, int]:
+    def _next_queue(self, rank: int, d: int, how: str) -> tuple[int, int]:
         """(queue id, ring direction) for a new phase on dimension d, as ASTRA-sim's queue levels
         hand them out: "level" round robin (the second half of the queues turn anticlockwise),
         "first" the first half clockwise, "last" the second half anticlockwise."""
         n = self.queues
-        a = self._alloc.setdefault(d, [0, 0, n // 2])
+        a = self._alloc.setdefault(rank, {}).setdefault(d, [0, 0, n // 2])
         if how == "first":
             q, direction = a[1], CW
             a[1] = 0 if a[1] + 1 >= n // 2 else a[1] + 1
@@ -655,7 +659,7 @@ class CollectiveRunner:
         plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), (), (), self._alloc_state(), tuple(range(len(members)))
+            return tuple(offsets), (), (), self._alloc_state(members), tuple(range(len(members)))
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
         run = CollectiveRun(self, plan, n, clock, messenger)
@@ -671,7 +675,7 @@ class CollectiveRunner:
         trees = tuple((d, n * k) for d, k in self._plan_trees.items())
         index = {r: i for i, r in enumerate(members)}
         order = tuple(index[r] for r in run.finished)
-        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(), order
+        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(members), order
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
@@ -759,7 +763,9 @@ class CollectiveRunner:
         else:
             phases = [(i, ctype, "level") for i in active]
         # queue and direction of every phase of every chunk, handed out chunk by chunk
-        assign = [[self._next_queue(dims[i][0], how) for i, _, how in phases] for _ in range(n)]
+        assign = {
+            r: [[self._next_queue(r, dims[i][0], how) for i, _, how in phases] for _ in range(n)] for r in members
+        }
         factories: list = []
         per_chunk: dict[int, int] = {}
         for i, c, _ in phases:
@@ -784,7 +790,7 @@ class CollectiveRunner:
 
                 return build
 
-            for (i, c, _), fac, (queue, direction) in zip(phases, factories, assign[chunk_index]):
+            for (i, c, _), fac, (queue, direction) in zip(phases, factories, assign[rank][chunk_index]):
                 out.append((queue, make(i, c, direction, fac)))
             return out
 
