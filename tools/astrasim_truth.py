@@ -684,7 +684,8 @@ def _random_groups(rnd: random.Random, n: int) -> list[list[int]]:
 
 def _random_memory(rnd: random.Random, n: int, kinds: set) -> dict:
     kind = rnd.choice(("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"))
-    kinds.add({"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}.get(kind, "mem-pool"))
+    short = {"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}
+    kinds.add(short.get(kind, "mem-pool"))
     mem: dict[str, Any] = {
         "memory-type": kind,
         "remote-mem-latency": rnd.choice((0, 20, 100)),
@@ -970,8 +971,7 @@ def run_case(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout, errors="replace")
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        except subprocess.TimeoutExpired:
             return {"status": "timeout", "finish": [None] * n, "message": f"no exit within {timeout:g} s"}
         wall = time.perf_counter() - t0
     finish, exposed = _finish(proc.stdout, n)

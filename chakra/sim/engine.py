@@ -81,8 +81,6 @@ class Simulation:
     def run(self) -> None:
         engines = self.engines
         clock = self.clock
-        heap = clock.heap
-        nxt = clock.nxt
         push = heapq.heappush
         pop = heapq.heappop
         messenger = self.messenger
@@ -104,6 +102,7 @@ class Simulation:
             nxt_req = waiting.pop((r, end), None)
             if nxt_req is not None:
                 clock.at_rank(r, end - clock.now, serve, nxt_req)
+
         events = 0
 
         def on_node(t: int, r: int, row: int) -> None:
