@@ -376,10 +376,11 @@ class Stream:
 
 
 class Member:
-    __slots__ = ("rank", "active", "running", "left", "finish")
+    __slots__ = ("rank", "active", "running", "left", "finish", "held")
 
     def __init__(self, rank: int, streams: int) -> None:
         self.rank = rank
+        self.held = -1  # a queue whose streams wait until the member's streams are all created
         self.active: dict[int, list[Stream]] = {}
         self.running: dict[int, int] = {}
         self.left = streams
@@ -412,6 +413,7 @@ class CollectiveRun:
         self.phase_plan = phase_plan
         self.chunks = chunks
         self.messenger = messenger
+        self.owner = owner
         self.tag = tag
         self.on_finish = on_finish
         self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
@@ -421,10 +423,20 @@ class CollectiveRun:
     # -- system layer --
     def issue(self, rank: int) -> None:
         m = self.members[rank] = Member(rank, self.chunks)
+        # Issued by the end of this rank's previous collective, at the same ns: in ASTRA-sim that
+        # collective's last stream still holds its queue while the new streams are created (the
+        # workload issues from inside proceed_to_next_vnet_baseline, before the old stream leaves
+        # its queue), so new streams of that queue start after those of the other queues.
+        last = self.owner.last_end.get(rank)
+        if last is not None and last[0] is self.clock and last[1] == self.clock.now:
+            m.held = last[2]
         for c in range(self.chunks):
             s = Stream(self.phase_plan(rank, c))
             s.index = c
             self.next_phase(m, s)
+        if m.held >= 0:
+            q, m.held = m.held, -1
+            self.fill(m, q, released=False)
 
     def next_phase(self, m: Member, s: Stream) -> None:
         prev = s.queue
@@ -436,6 +448,7 @@ class CollectiveRun:
             if m.left == 0:
                 m.finish = self.clock.now
                 self.finished.append(m.rank)
+                self.owner.last_end[m.rank] = (self.clock, self.clock.now, prev)
                 if self.on_finish is not None:
                     self.on_finish(m.rank)
             self.fill(m, prev, released=True)
@@ -452,6 +465,8 @@ class CollectiveRun:
     def fill(self, m: Member, q: int, released: bool) -> None:
         if released:
             m.running[q] -= 1
+        if q == m.held:
+            return
         run = m.running.get(q, 0)
         lst = m.active.get(q, [])
         i = run
@@ -538,6 +553,7 @@ class CollectiveRunner:
         # queue allocators (round robin, first half, second half), which run on across the
         # collectives that NPU takes part in (every NPU has its own in ASTRA-sim).
         self.queues = max(1, int(queues_per_dim))
+        self.last_end: dict[int, tuple] = {}  # rank -> (clock, ns, queue) of its last collective's end
         self._alloc: dict[int, dict[int, list[int]]] = {}
         # Positions (in `members`) of the last `finish()` call's members, in the order they ended:
         # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them

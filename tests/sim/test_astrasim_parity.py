@@ -31,15 +31,7 @@ TABLE = load_table()
 WORST_SHOWN = 4
 #: Finishing cases our simulator does not reproduce yet, each with what it mixes. They must still
 #: differ (so a fix shows up here and the entry goes); every other finishing case must match.
-KNOWN_DIFFERING = {
-    # congestion-aware, a subgroup collective after a collective of several streams, with
-    # --num-queues-per-dim 2-3: ASTRA-sim ends some members 0.5-6 us later than here (the cause is
-    # not found yet; the same collectives alone, one stream, or the unaware backend all match)
-    "random/aware/s094-R8": "oneDirect all-to-alls beside sends, 2 queues",
-    "random/aware/s106-R5": "subgroup all-gather then reduce-scatter, 2 queues",
-    "random/aware/s226-SW5": "two subgroup all-to-alls at once, 3 queues",
-    "random/aware/s496-SW5": "subgroup all-to-all after sends, 2 queues",
-}
+KNOWN_DIFFERING: dict[str, str] = {}
 
 
 def _subfeatures(spec: dict[str, Any]) -> list[str]:
