@@ -400,6 +400,7 @@ class CollectiveRun:
         messenger: Messenger,
         tag: Any = None,
         on_finish: Optional[Callable[[int], None]] = None,
+        held: Optional[dict[int, int]] = None,
     ) -> None:
         self.net = owner.net
         self.ed = owner.ed
@@ -414,6 +415,8 @@ class CollectiveRun:
         self.chunks = chunks
         self.messenger = messenger
         self.owner = owner
+        self.held = held
+        self.ended_on: dict[int, int] = {}  # member -> queue its last stream ended on
         self.tag = tag
         self.on_finish = on_finish
         self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
@@ -427,9 +430,12 @@ class CollectiveRun:
         # collective's last stream still holds its queue while the new streams are created (the
         # workload issues from inside proceed_to_next_vnet_baseline, before the old stream leaves
         # its queue), so new streams of that queue start after those of the other queues.
-        last = self.owner.last_end.get(rank)
-        if last is not None and last[0] is self.clock and last[1] == self.clock.now:
-            m.held = last[2]
+        if self.held is not None:  # an isolated run: the runner worked it out from absolute times
+            m.held = self.held.get(rank, -1)
+        else:
+            last = self.owner.last_end.get(rank)
+            if last is not None and last[0] == self.clock.now:
+                m.held = last[1]
         for c in range(self.chunks):
             s = Stream(self.phase_plan(rank, c))
             s.index = c
@@ -448,7 +454,9 @@ class CollectiveRun:
             if m.left == 0:
                 m.finish = self.clock.now
                 self.finished.append(m.rank)
-                self.owner.last_end[m.rank] = (self.clock, self.clock.now, prev)
+                self.ended_on[m.rank] = prev
+                if self.held is None:
+                    self.owner.last_end[m.rank] = (self.clock.now, prev)
                 if self.on_finish is not None:
                     self.on_finish(m.rank)
             self.fill(m, prev, released=True)
@@ -553,7 +561,7 @@ class CollectiveRunner:
         # queue allocators (round robin, first half, second half), which run on across the
         # collectives that NPU takes part in (every NPU has its own in ASTRA-sim).
         self.queues = max(1, int(queues_per_dim))
-        self.last_end: dict[int, tuple] = {}  # rank -> (clock, ns, queue) of its last collective's end
+        self.last_end: dict[int, tuple[int, int]] = {}  # rank -> (ns, queue) its last collective ended at
         self._alloc: dict[int, dict[int, list[int]]] = {}
         # Positions (in `members`) of the last `finish()` call's members, in the order they ended:
         # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them
@@ -598,13 +606,31 @@ class CollectiveRunner:
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, order, self._tree_parities(ctype), self._alloc_state(members))
+        # a member issuing at the ns its previous collective ended waits for that one's last queue
+        held_list = []
+        for r, start in zip(members, starts):
+            end, q = self.last_end.get(r, (-1, -1))
+            held_list.append(q if end == start else -1)
+        held = tuple(held_list)
+        key = (
+            ctype,
+            size,
+            members,
+            involved,
+            offsets,
+            order,
+            held,
+            self._tree_parities(ctype),
+            self._alloc_state(members),
+        )
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._run(ctype, size, members, involved, offsets, order)
+            hit = self._run(ctype, size, members, involved, offsets, order, held)
             self._cache[key] = hit
-        out, used, trees, alloc, order = hit
+        out, used, trees, alloc, order, ended_on = hit
         self.finish_order = order
+        for r, x, q in zip(members, out, ended_on):
+            self.last_end[r] = (t0 + x, q)
         self._advance_trees(ctype, trees)
         for r, state in alloc:
             self._alloc[r] = {d: list(v) for d, v in state}
@@ -669,16 +695,16 @@ class CollectiveRunner:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def _run(self, ctype, size, members, involved, offsets, order=None) -> tuple:  # type: ignore[no-untyped-def]
+    def _run(self, ctype, size, members, involved, offsets, order=None, held=None) -> tuple:  # type: ignore[no-untyped-def]
         """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), (), (), self._alloc_state(members), tuple(range(len(members)))
+            return tuple(offsets), (), (), self._alloc_state(members), tuple(range(len(members))), ()
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
-        run = CollectiveRun(self, plan, n, clock, messenger)
+        run = CollectiveRun(self, plan, n, clock, messenger, held=dict(zip(members, held or ())))
         for i in sorted(order or range(len(members)), key=lambda i: offsets[i]):
             clock.at(offsets[i], run.issue, members[i])
         clock.run()
@@ -691,7 +717,8 @@ class CollectiveRunner:
         trees = tuple((d, n * k) for d, k in self._plan_trees.items())
         index = {r: i for i, r in enumerate(members)}
         order = tuple(index[r] for r in run.finished)
-        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(members), order
+        ended_on = tuple(run.ended_on[r] for r in members)
+        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(members), order, ended_on
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
