@@ -420,7 +420,9 @@ class CollectiveRun:
         self.tag = tag
         self.on_finish = on_finish
         self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
-        self.buses: dict[int, SharedBus] = {}
+        # LogGP memory buses per member: a live run shares the runner's (ASTRA-sim keeps one bus per
+        # NPU across collectives); an isolated run, on its own clock, starts with fresh ones
+        self.buses: dict[int, SharedBus] = owner.live_buses if held is None else {}
         self.finished: list[int] = []  # members in the order their last chunk ended (ties included)
 
     # -- system layer --
@@ -529,6 +531,12 @@ class CollectiveRunner:
 
     takes_issue_order = True  # `finish(..., issued=)` is understood
 
+    @property
+    def needs_live(self) -> bool:
+        """The LogGP memory buses (`model-shared-bus`) keep their state from one collective to the
+        next, as ASTRA-sim's per-NPU MemBus does: only runs on the one clock can share them."""
+        return self.loggp is not None
+
     def __init__(
         self,
         net: Network,
@@ -561,6 +569,7 @@ class CollectiveRunner:
         # queue allocators (round robin, first half, second half), which run on across the
         # collectives that NPU takes part in (every NPU has its own in ASTRA-sim).
         self.queues = max(1, int(queues_per_dim))
+        self.live_buses: dict[int, SharedBus] = {}  # the LogGP buses of live runs, per rank
         self.last_end: dict[int, tuple[int, int]] = {}  # rank -> (ns, queue) its last collective ended at
         self._alloc: dict[int, dict[int, list[int]]] = {}
         # Positions (in `members`) of the last `finish()` call's members, in the order they ended:

@@ -73,7 +73,12 @@ class Simulation:
         # A remote memory serving requests first come sees the order of same-ns events, which only
         # the main clock gives when collectives of several groups end at the same ns.
         shared = bool(getattr(network, "aware", False)) or bool(getattr(memory, "first_come", False))
-        self.live = hasattr(colls, "live") and (bool(live) or self.rendezvous or (shared and needs_live(engines)))
+        self.live = hasattr(colls, "live") and (
+            bool(live)
+            or self.rendezvous
+            or bool(getattr(colls, "needs_live", False))
+            or (shared and needs_live(engines))
+        )
         self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
         self.meet = Rendezvous(engines, colls, self.clock, self.messenger, self.live)
