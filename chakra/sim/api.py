@@ -31,6 +31,7 @@ from chakra.sim.config import (
     load_network,
     load_system,
 )
+from chakra.sim.core import SimDeadlock
 from chakra.sim.engine import Simulation
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
@@ -408,9 +409,12 @@ def simulate(
         nonlocal colls, mem
         try:
             return attempt(None, log)
-        except OverlapsEarlierTraffic:
+        except (OverlapsEarlierTraffic, SimDeadlock) as exc:
             # A collective on the aware network would share links with an earlier one still in
-            # flight: start again with every collective and message on the one clock (exact).
+            # flight, or an isolated collective waits for members that wait for it (one that runs
+            # on some dimensions only needs its line's peers, not every member): start again with
+            # every collective and message on the one clock (exact).
+            stuck = exc if isinstance(exc, SimDeadlock) else None
             for e in engines:
                 e._reset()
             if collective_model is None:
@@ -419,7 +423,12 @@ def simulate(
                 mem = BuiltinMemory(mem_cfg, sys_cfg, n, compat=compat)
             if log is not None:
                 log.restart()
-            return attempt(True, log)
+            if stuck is None:
+                return attempt(True, log)
+            try:
+                return attempt(True, log)
+            except SimDeadlock:
+                raise stuck from None
 
     if log_path is not None:
         with atomic_output(log_path, "wb") as f:

@@ -71,13 +71,14 @@ class Simulation:
         # (memoised; exact, since nothing else can touch its links).
         self.rendezvous = bool(getattr(colls, "rendezvous", False))
         # A remote memory serving requests first come sees the order of same-ns events, which only
-        # the main clock gives when collectives of several groups end at the same ns.
-        shared = bool(getattr(network, "aware", False)) or bool(getattr(memory, "first_come", False))
+        # the main clock gives (an isolated run cannot see the events its members have booked).
+        first_come = bool(getattr(memory, "first_come", False)) and any(K_MEM in e.kind for e in engines)
         self.live = hasattr(colls, "live") and (
             bool(live)
             or self.rendezvous
+            or first_come
             or bool(getattr(colls, "needs_live", False))
-            or (shared and needs_live(engines))
+            or (bool(getattr(network, "aware", False)) and needs_live(engines))
         )
         self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
