@@ -34,6 +34,7 @@ from chakra.sim.compiler import (  # noqa: F401 (re-exported: the kind codes are
     S_FREE,
     RankEngine,
     needs_live,
+    runs_in_lines,
 )
 from chakra.sim.core import Clock, Completion, SimDeadlock
 from chakra.sim.messages import Messenger
@@ -78,6 +79,7 @@ class Simulation:
             or self.rendezvous
             or first_come
             or bool(getattr(colls, "needs_live", False))
+            or runs_in_lines(engines)
             or (bool(getattr(network, "aware", False)) and needs_live(engines))
         )
         self.clock = Clock()
