@@ -814,10 +814,19 @@ class CollectiveRunner:
             phases = [(i, AG, "level") for i in reversed(active)]
         else:
             phases = [(i, ctype, "level") for i in active]
-        # queue and direction of every phase of every chunk, handed out chunk by chunk
-        assign = {
-            r: [[self._next_queue(r, dims[i][0], how) for i, _, how in phases] for _ in range(n)] for r in members
-        }
+        # queue and direction of every phase of every chunk, handed out by the member's own queue
+        # allocators when it issues (a member's collectives may be created by other members in
+        # another order than the one it issues them in)
+        assign: dict[int, list] = {}
+
+        def queues_of(rank: int) -> list:
+            got = assign.get(rank)
+            if got is None:
+                got = assign[rank] = [
+                    [self._next_queue(rank, dims[i][0], how) for i, _, how in phases] for _ in range(n)
+                ]
+            return got
+
         factories: list = []
         per_chunk: dict[int, int] = {}
         for i, c, _ in phases:
@@ -842,7 +851,7 @@ class CollectiveRunner:
 
                 return build
 
-            for (i, c, _), fac, (queue, direction) in zip(phases, factories, assign[rank][chunk_index]):
+            for (i, c, _), fac, (queue, direction) in zip(phases, factories, queues_of(rank)[chunk_index]):
                 out.append((queue, make(i, c, direction, fac)))
             return out
 
