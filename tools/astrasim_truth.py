@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import re
 import subprocess
 import sys
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from tools.truthcases import (  # noqa: E402
     BINARY_NAMES,
+    IMPL_KEYS,
     binary_args,
     find_binaries,
     node_ranks,
@@ -578,6 +581,251 @@ def mix() -> Iterator[dict]:
             yield case(f"step{variant}-{shape}", "mix", b, network, nodes, memory=mem, system=impls("ring", d))
 
 
+# ---------------------------------------------------------------------------------------------
+# Random mixes: seeded random DAGs under random configs, so a combination nobody wrote a class
+# for still gets sampled. Case i draws everything from `random.Random(f"random-mix-{i}")` (string
+# seeds hash the same in every run), so the matrix and the recorded files are reproducible.
+
+RANDOM_CASES = 600
+_SIZES = (4096, 65536, 100_000, 262_144, MIB, 1_000_003)
+
+
+def _weighted(rnd: random.Random, table: dict) -> Any:
+    keys = list(table)
+    return rnd.choices(keys, weights=[table[k] for k in keys])[0]
+
+
+def _random_network(rnd: random.Random, backend: str) -> dict:
+    dims = 1 if backend == "aware" else _weighted(rnd, {1: 2, 2: 3, 3: 3})
+    topos = [rnd.choice(TOPOS) for _ in range(dims)]
+    if dims == 1:
+        npus = [rnd.choice((3, 4, 5, 6, 8))]
+    else:
+        while True:
+            npus = [rnd.choice((2, 2, 3, 4)) for _ in range(dims)]
+            if math.prod(npus) <= 16:
+                break
+    bw = [rnd.choice((25, 50, 100, 200)) for _ in range(dims)]
+    lat = [rnd.choice((100, 300, 500, 900)) for _ in range(dims)]
+    return net(topos, npus, bw, lat)
+
+
+def _random_system(rnd: random.Random, network: dict, kinds: set) -> dict:
+    npus = network["npus_count"]
+    dims = len(npus)
+    system: dict[str, Any] = {}
+    if rnd.random() < 0.15:
+        flat = rnd.choice(("oneRing", "oneDirect"))
+        system.update(impls(flat, dims))
+        kinds.add(f"algo-{flat}")
+    else:
+        for key in IMPL_KEYS:
+            per = []
+            for n in npus:
+                pool = {"ring": 4, "direct": 3}
+                if n & (n - 1) == 0 and key != "all-to-all-implementation":
+                    pool["halvingDoubling"] = 2
+                if dims == 1 and n & (n - 1) == 0:
+                    pool["doubleBinaryTree"] = 1
+                per.append(_weighted(rnd, pool))
+            system[key] = per
+            kinds.update(f"algo-{a}" for a in per)
+    system["preferred-dataset-splits"] = rnd.choice((1, 2, 4, 4, 8))
+    system["active-chunks-per-dimension"] = rnd.choice((1, 1, 2))
+    system["scheduling-policy"] = rnd.choice(("LIFO", "FIFO"))
+    system["endpoint-delay"] = rnd.choice((10, 10, 25, 100))
+    system["local-mem-bw"] = rnd.choice((50, 50, 1600, 12.5))
+    if rnd.random() < 0.3:
+        system["collective-optimization"] = "baseline"
+        kinds.add("baseline")
+    if rnd.random() < 0.1:
+        system["boost-mode"] = 1
+        kinds.add("boost-mode")
+    if rnd.random() < 0.15:
+        system["intra-dimension-scheduling"] = "SCF"
+        kinds.add("intra-SCF")
+    if dims > 1 and rnd.random() < 0.15:
+        system["inter-dimension-scheduling"] = rnd.choice(("themis", "offlineGreedy"))
+        kinds.add(f"inter-{system['inter-dimension-scheduling']}")
+    if rnd.random() < 0.15:
+        system["local-reduction-delay"] = rnd.choice((2, 5))
+        kinds.add("local-reduction-delay")
+    if rnd.random() < 0.1:
+        system.update({"model-shared-bus": 1, "L": 100, "o": 20, "g": 10, "G": 0.02})
+        kinds.add("shared-bus")
+    return system
+
+
+def _random_options(rnd: random.Random, kinds: set) -> dict:
+    options: dict[str, Any] = {}
+    queues = rnd.choice((1, 1, 2, 3))
+    if queues > 1:
+        options["num-queues-per-dim"] = queues
+        kinds.add(f"queues{queues}")
+    if rnd.random() < 0.25:
+        options["rendezvous-protocol"] = True
+        kinds.add("rendezvous")
+    if rnd.random() < 0.1:
+        options["injection-scale"] = rnd.choice((0.5, 2))
+        kinds.add("injection-scale")
+    return options
+
+
+def _random_groups(rnd: random.Random, n: int) -> list[list[int]]:
+    """A partition of the ranks into 2-4 groups of at least 2 members, in a random member order."""
+    perm = list(range(n))
+    rnd.shuffle(perm)
+    count = rnd.randint(2, max(2, min(4, n // 2)))
+    cuts = sorted(rnd.sample(range(2, n - 1), count - 1)) if n >= 4 and count > 1 else []
+    cuts = [c for i, c in enumerate(cuts) if c - (cuts[i - 1] if i else 0) >= 2 and n - c >= 2]
+    bounds = [0, *cuts, n]
+    return [perm[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def _random_memory(rnd: random.Random, n: int, kinds: set) -> dict:
+    kind = rnd.choice(("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"))
+    short = {"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}
+    kinds.add(short.get(kind, "mem-pool"))
+    mem: dict[str, Any] = {
+        "memory-type": kind,
+        "remote-mem-latency": rnd.choice((0, 20, 100)),
+        "remote-mem-bw": rnd.choice((16, 64, 256)),
+    }
+    if kind == "PER_NODE_MEMORY_EXPANSION":
+        per_node = rnd.choice([d for d in range(1, n + 1) if n % d == 0])
+        mem.update({"num-nodes": n // per_node, "num-npus-per-node": per_node})
+    return mem
+
+
+def _random_nodes(rnd: random.Random, n: int, dims: int, layouts: list, backend: str, kinds: set) -> list[dict]:
+    nodes: list[dict] = []
+    ids: list[int] = []
+    last_coll: Optional[int] = None
+    nid = 0
+    ops = {"comp": 4, "coll": 4, "p2p": 2, "mem": 2}
+    for _ in range(rnd.randint(3, 9)):
+        op = _weighted(rnd, ops)
+        nid += 1
+        deps = sorted(rnd.sample(ids, min(len(ids), rnd.choice((0, 1, 1, 2)))))
+        entry: dict[str, Any]
+        if op == "comp":
+            ranks = list(range(n)) if rnd.random() < 0.7 else sorted(rnd.sample(range(n), rnd.randint(1, n)))
+            us: Any = rnd.randint(0, 20) if rnd.random() < 0.4 else [rnd.randint(0, 20) for _ in range(n)]
+            entry = {"id": nid, "op": "comp", "us": us}
+            if len(ranks) < n:
+                entry["ranks"] = ranks
+        elif op == "mem":
+            entry = {"id": nid, "op": rnd.choice(("load", "store")), "size": rnd.choice(_SIZES)}
+            if rnd.random() < 0.3:
+                entry["ranks"] = sorted(rnd.sample(range(n), rnd.randint(1, n)))
+            kinds.add("mem-node")
+        elif op == "coll":
+            ctype = rnd.choice(TYPES)
+            size = rnd.choice(_SIZES) if rnd.random() < 0.95 else rnd.choice((64, 1000))
+            entry = {"id": nid, "op": "coll", "coll": ctype, "size": size}
+            kinds.add(f"coll-{ABBR[ctype]}")
+            where = rnd.random()
+            if layouts and where < 0.35:
+                layout = rnd.choice(layouts)
+                pg = [""] * n
+                for g, members in layout:
+                    for r in members:
+                        pg[r] = g
+                entry["pg"] = pg
+                kinds.add("comm-groups")
+            elif layouts and where < 0.5:
+                g, members = rnd.choice(rnd.choice(layouts))
+                entry["pg"] = g
+                entry["ranks"] = sorted(members)
+                kinds.add("comm-groups")
+            elif dims > 1 and rnd.random() < 0.4:
+                mask = [rnd.random() < 0.6 for _ in range(dims)]
+                entry["involved_dim"] = mask
+                kinds.add("involved_dim")
+                if not mask[0] and any(mask):
+                    kinds.add("involved_dim-skip-first")
+            if last_coll is not None:
+                entry["ctrl"] = [last_coll]  # every rank issues its collectives in id order
+            last_coll = nid
+        else:
+            perm = list(range(n))
+            rnd.shuffle(perm)
+            if backend == "aware" and rnd.random() < 0.15:
+                pairs = [[r, r] for r in perm[: rnd.randint(1, 2)]]
+                kinds.add("self-send")
+            else:
+                k = rnd.randint(2, n)
+                cyc = perm[:k]
+                pairs = [[cyc[i], cyc[(i + 1) % k]] for i in range(k)]
+                if rnd.random() < 0.5:
+                    pairs = pairs[: rnd.randint(1, k)]
+            size = rnd.choice(_SIZES)
+            tag = 100 + nid
+            nodes.append({"id": nid, "op": "send", "pairs": pairs, "size": size, "tag": tag, "deps": deps})
+            ids.append(nid)
+            nid += 1
+            rdeps = sorted(rnd.sample(ids[:-1], min(len(ids) - 1, rnd.choice((0, 0, 1)))))
+            entry = {"id": nid, "op": "recv", "pairs": pairs, "size": size, "tag": tag, "deps": rdeps}
+            kinds.add("p2p")
+            nodes.append(entry)
+            ids.append(nid)
+            continue
+        if deps:
+            entry["deps"] = deps
+        nodes.append(entry)
+        ids.append(nid)
+    for e in nodes:
+        if not e.get("deps"):
+            e.pop("deps", None)
+    return nodes
+
+
+def random_mix() -> Iterator[dict]:
+    """Seeded random DAGs of compute, memory, collectives and p2p under random networks (1-3
+    dims), system configs, command-line options and comm groups, alternating the two backends.
+    `kinds` lists the features a case draws, for the parity report."""
+    for i in range(RANDOM_CASES):
+        rnd = random.Random(f"random-mix-{i}")
+        backend = BACKENDS[i % 2]
+        kinds: set = set()
+        network = _random_network(rnd, backend)
+        n = num_npus({"network": network})
+        dims = len(network["npus_count"])
+        kinds.add(f"{dims}-D")
+        system = _random_system(rnd, network, kinds)
+        options = _random_options(rnd, kinds)
+        layouts: list = []
+        group_json: dict[str, list[int]] = {}
+        if n >= 4 and rnd.random() < 0.5:
+            for _ in range(rnd.choice((1, 1, 2))):
+                layout = []
+                for members in _random_groups(rnd, n):
+                    gid = str(len(group_json) + 1)
+                    group_json[gid] = members
+                    layout.append((gid, members))
+                layouts.append(layout)
+        nodes = _random_nodes(rnd, n, dims, layouts, backend, kinds)
+        used = {str(g) for e in nodes for g in (e["pg"] if isinstance(e.get("pg"), list) else [e.get("pg")]) if g}
+        memory = _random_memory(rnd, n, kinds) if "mem-node" in kinds else None
+        kinds.discard("mem-node")
+        shape = "x".join(f"{SHORT[t]}{k}" for t, k in zip(network["topology"], network["npus_count"]))
+        spec = case(
+            f"s{i:03d}-{shape}",
+            "random",
+            backend,
+            network,
+            nodes,
+            system=system,
+            options=options,
+            memory=memory,
+            groups=group_json if used else None,
+        )
+        if not used:
+            kinds.discard("comm-groups")
+        spec["kinds"] = sorted(kinds)
+        yield spec
+
+
 def fail() -> Iterator[dict]:
     """ASTRA-sim's failure modes: abort, rank never finishing, hang."""
     for b in BACKENDS:
@@ -675,6 +923,7 @@ CLASSES = {
     "compute": compute,
     "mix": mix,
     "fail": fail,
+    "random": random_mix,
 }
 
 
@@ -722,9 +971,8 @@ def run_case(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=timeout, errors="replace")
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            return {"status": "timeout", "finish": _finish(out, n)[0], "message": f"no exit within {timeout:g} s"}
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "finish": [None] * n, "message": f"no exit within {timeout:g} s"}
         wall = time.perf_counter() - t0
     finish, exposed = _finish(proc.stdout, n)
     res: dict[str, Any] = {"finish": finish}
@@ -733,6 +981,9 @@ def run_case(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
         # the crash itself is recorded.
         return {"finish": [None] * n, "status": "abort", "rc": -11, "message": "SIGSEGV (segmentation fault)"}
     if proc.returncode != 0:
+        # Which ranks printed their finish line before the abort varies from run to run (output
+        # lost in buffers), so an aborted run records none.
+        res["finish"] = [None] * n
         res["status"] = "abort"
         res["rc"] = proc.returncode
         res["message"] = _error_message(proc.stderr + "\n" + proc.stdout) or f"exit code {proc.returncode}"

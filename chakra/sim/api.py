@@ -30,6 +30,7 @@ from chakra.sim.config import (
     load_network,
     load_system,
 )
+from chakra.sim.core import SimDeadlock
 from chakra.sim.engine import Simulation
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
@@ -480,15 +481,23 @@ def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWrite
 
     try:
         return attempt(None)
-    except OverlapsEarlierTraffic:
+    except (OverlapsEarlierTraffic, SimDeadlock) as exc:
         # A collective on the aware network would share links with an earlier one still in
-        # flight: start again with every collective and message on the one clock (exact).
+        # flight, or an isolated collective waits for members that wait for it (one that runs
+        # on some dimensions only needs its line's peers, not every member): start again with
+        # every collective and message on the one clock (exact).
+        stuck = exc if isinstance(exc, SimDeadlock) else None
         for e in engines:
             e._reset()
         models.fresh()
         if log is not None:
             log.restart()
-        return attempt(True)
+        if stuck is None:
+            return attempt(True)
+        try:
+            return attempt(True)
+        except SimDeadlock:
+            raise stuck from None
 
 
 def _collect(

@@ -377,10 +377,11 @@ class Stream:
 
 
 class Member:
-    __slots__ = ("rank", "active", "running", "left", "finish")
+    __slots__ = ("rank", "active", "running", "left", "finish", "held")
 
     def __init__(self, rank: int, streams: int) -> None:
         self.rank = rank
+        self.held = -1  # a queue whose streams wait until the member's streams are all created
         self.active: dict[int, list[Stream]] = {}
         self.running: dict[int, int] = {}
         self.left = streams
@@ -400,6 +401,7 @@ class CollectiveRun:
         messenger: Messenger,
         tag: Any = None,
         on_finish: Optional[Callable[[int], None]] = None,
+        held: Optional[dict[int, int]] = None,
     ) -> None:
         self.net = owner.net
         self.ed = owner.ed
@@ -413,18 +415,37 @@ class CollectiveRun:
         self.phase_plan = phase_plan
         self.chunks = chunks
         self.messenger = messenger
+        self.owner = owner
+        self.held = held
+        self.ended_on: dict[int, int] = {}  # member -> queue its last stream ended on
         self.tag = tag
         self.on_finish = on_finish
         self.loggp = owner.loggp  # (L, o, g, G, local-reduction-delay) when the shared bus is modelled
-        self.buses: dict[int, SharedBus] = {}
+        # LogGP memory buses per member: a live run shares the runner's (ASTRA-sim keeps one bus per
+        # NPU across collectives); an isolated run, on its own clock, starts with fresh ones
+        self.buses: dict[int, SharedBus] = owner.live_buses if held is None else {}
+        self.finished: list[int] = []  # members in the order their last chunk ended (ties included)
 
     # -- system layer --
     def issue(self, rank: int) -> None:
         m = self.members[rank] = Member(rank, self.chunks)
+        # Issued by the end of this rank's previous collective, at the same ns: in ASTRA-sim that
+        # collective's last stream still holds its queue while the new streams are created (the
+        # workload issues from inside proceed_to_next_vnet_baseline, before the old stream leaves
+        # its queue), so new streams of that queue start after those of the other queues.
+        if self.held is not None:  # an isolated run: the runner worked it out from absolute times
+            m.held = self.held.get(rank, -1)
+        else:
+            last = self.owner.last_end.get(rank)
+            if last is not None and last[0] == self.clock.now:
+                m.held = last[1]
         for c in range(self.chunks):
             s = Stream(self.phase_plan(rank, c))
             s.index = c
             self.next_phase(m, s)
+        if m.held >= 0:
+            q, m.held = m.held, -1
+            self.fill(m, q, released=False)
 
     def next_phase(self, m: Member, s: Stream) -> None:
         prev = s.queue
@@ -435,6 +456,10 @@ class CollectiveRun:
             m.left -= 1
             if m.left == 0:
                 m.finish = self.clock.now
+                self.finished.append(m.rank)
+                self.ended_on[m.rank] = prev
+                if self.held is None:
+                    self.owner.last_end[m.rank] = (self.clock.now, prev)
                 if self.on_finish is not None:
                     self.on_finish(m.rank)
             self.fill(m, prev, released=True)
@@ -451,6 +476,8 @@ class CollectiveRun:
     def fill(self, m: Member, q: int, released: bool) -> None:
         if released:
             m.running[q] -= 1
+        if q == m.held:
+            return
         run = m.running.get(q, 0)
         lst = m.active.get(q, [])
         i = run
@@ -472,12 +499,12 @@ class CollectiveRun:
 
         def after_bus(_: Any = None) -> None:
             if processed:
-                self.clock.at(self.reduction(size), lambda _a: alg.on_general())
+                self.clock.at_rank(alg.id, self.reduction(size), lambda _a: alg.on_general())
             else:
                 alg.on_general()
 
         if self.loggp is None or alg.fast:
-            self.clock.at(alg.bus, after_bus)
+            self.clock.at_rank(alg.id, alg.bus, after_bus)
             return
         bus = self.buses.get(alg.id)
         if bus is None:
@@ -502,6 +529,14 @@ class CollectiveRun:
 
 class CollectiveRunner:
     """Per-member finish offsets of collectives on one network + system config, memoised."""
+
+    takes_issue_order = True  # `finish(..., issued=)` is understood
+
+    @property
+    def needs_live(self) -> bool:
+        """The LogGP memory buses (`model-shared-bus`) keep their state from one collective to the
+        next, as ASTRA-sim's per-NPU MemBus does: only runs on the one clock can share them."""
+        return self.loggp is not None
 
     def __init__(
         self,
@@ -531,10 +566,17 @@ class CollectiveRunner:
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
         self._trees: dict[tuple[int, int], int] = {}  # (collective type, dim) -> tree phases created
         self._plan_trees: dict[int, int] = {}  # dim -> tree phases per chunk, of the last plan
-        # Queues per dimension (ASTRA-sim's --num-queues-per-dim) and, per dimension, its queue
-        # allocators (round robin, first half, second half), which run on across collectives.
+        # Queues per dimension (ASTRA-sim's --num-queues-per-dim) and, per NPU and dimension, its
+        # queue allocators (round robin, first half, second half), which run on across the
+        # collectives that NPU takes part in (every NPU has its own in ASTRA-sim).
         self.queues = max(1, int(queues_per_dim))
-        self._alloc: dict[int, list[int]] = {}
+        self.live_buses: dict[int, SharedBus] = {}  # the LogGP buses of live runs, per rank
+        self.last_end: dict[int, tuple[int, int]] = {}  # rank -> (ns, queue) its last collective ended at
+        self._alloc: dict[int, dict[int, list[int]]] = {}
+        # Positions (in `members`) of the last `finish()` call's members, in the order they ended:
+        # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them
+        # (a remote memory served first-come, for one, sees the difference).
+        self.finish_order: tuple[int, ...] = ()
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
@@ -557,23 +599,51 @@ class CollectiveRunner:
         members: tuple[int, ...],
         involved: Optional[tuple[bool, ...]],
         starts: Sequence[int],
+        issued: Optional[Sequence[int]] = None,
     ) -> list[int]:
-        """Finish time of each member (same order as `members`) given each one's issue time."""
+        """Finish time of each member (same order as `members`) given each one's issue time;
+        `issued`: the members in the order they issued (members issuing at the same ns start in
+        this order, which decides same-ns ties later on), default `members` order."""
         t0 = min(starts)
         offsets = tuple(s - t0 for s in starts)
+        if issued is not None:
+            index = {r: i for i, r in enumerate(members)}
+            order = tuple(index[r] for r in issued)
+        else:
+            order = tuple(range(len(members)))
         # Aware links still busy with an earlier collective's messages (a tree's last sends to its
         # children, in flight when the sender is done; a late member still working while early ones
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        key = (ctype, size, members, involved, offsets, self._tree_parities(ctype), self._alloc_state())
+        # a member issuing at the ns its previous collective ended waits for that one's last queue
+        held_list = []
+        for r, start in zip(members, starts):
+            end, q = self.last_end.get(r, (-1, -1))
+            held_list.append(q if end == start else -1)
+        held = tuple(held_list)
+        key = (
+            ctype,
+            size,
+            members,
+            involved,
+            offsets,
+            order,
+            held,
+            self._tree_parities(ctype),
+            self._alloc_state(members),
+        )
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._run(ctype, size, members, involved, offsets)
+            hit = self._run(ctype, size, members, involved, offsets, order, held)
             self._cache[key] = hit
-        out, used, trees, alloc = hit
+        out, used, trees, alloc, order, ended_on = hit
+        self.finish_order = order
+        for r, x, q in zip(members, out, ended_on):
+            self.last_end[r] = (t0 + x, q)
         self._advance_trees(ctype, trees)
-        self._alloc = {d: list(v) for d, v in alloc}
+        for r, state in alloc:
+            self._alloc[r] = {d: list(v) for d, v in state}
         free = self.link_free
         for k, f in used:
             if t0 + f > free.get(k, 0):
@@ -586,15 +656,17 @@ class CollectiveRunner:
     def _tree_parities(self, ctype: int) -> tuple:
         return tuple(sorted((d, v % 2) for (c, d), v in self._trees.items() if c == ctype))
 
-    def _alloc_state(self) -> tuple:
-        return tuple(sorted((d, tuple(v)) for d, v in self._alloc.items())) if self.queues > 1 else ()
+    def _alloc_state(self, members: Sequence[int]) -> tuple:
+        if self.queues == 1:
+            return ()
+        return tuple((r, tuple(sorted((d, tuple(v)) for d, v in self._alloc.get(r, {}).items()))) for r in members)
 
-    def _next_queue(self, d: int, how: str) -> tuple[int, int]:
+    def _next_queue(self, rank: int, d: int, how: str) -> tuple[int, int]:
         """(queue id, ring direction) for a new phase on dimension d, as ASTRA-sim's queue levels
         hand them out: "level" round robin (the second half of the queues turn anticlockwise),
         "first" the first half clockwise, "last" the second half anticlockwise."""
         n = self.queues
-        a = self._alloc.setdefault(d, [0, 0, n // 2])
+        a = self._alloc.setdefault(rank, {}).setdefault(d, [0, 0, n // 2])
         if how == "first":
             q, direction = a[1], CW
             a[1] = 0 if a[1] + 1 >= n // 2 else a[1] + 1
@@ -633,18 +705,18 @@ class CollectiveRunner:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def _run(self, ctype, size, members, involved, offsets) -> tuple:  # type: ignore[no-untyped-def]
+    def _run(self, ctype, size, members, involved, offsets, order=None, held=None) -> tuple:  # type: ignore[no-untyped-def]
         """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
-            return tuple(offsets), (), (), self._alloc_state()
+            return tuple(offsets), (), (), self._alloc_state(members), tuple(range(len(members))), ()
         clock = Clock()
         messenger = Messenger(clock, self.net, self.rendezvous)
-        run = CollectiveRun(self, plan, n, clock, messenger)
-        for r, t in zip(members, offsets):
-            clock.at(t, run.issue, r)
+        run = CollectiveRun(self, plan, n, clock, messenger, held=dict(zip(members, held or ())))
+        for i in sorted(order or range(len(members)), key=lambda i: offsets[i]):
+            clock.at(offsets[i], run.issue, members[i])
         clock.run()
         out = []
         for r in members:
@@ -653,7 +725,10 @@ class CollectiveRunner:
                 raise ConfigError(f"{self.where}: collective did not finish on rank {r} (ASTRA-sim hangs too)")
             out.append(f)
         trees = tuple((d, n * k) for d, k in self._plan_trees.items())
-        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state()
+        index = {r: i for i, r in enumerate(members)}
+        order = tuple(index[r] for r in run.finished)
+        ended_on = tuple(run.ended_on[r] for r in members)
+        return tuple(out), tuple(messenger.free.items()), trees, self._alloc_state(members), order, ended_on
 
     # -- phases -------------------------------------------------------------------------------
     def algorithm(self, name: str, ctype: int) -> Callable:
@@ -740,8 +815,19 @@ class CollectiveRunner:
             phases = [(i, AG, "level") for i in reversed(active)]
         else:
             phases = [(i, ctype, "level") for i in active]
-        # queue and direction of every phase of every chunk, handed out chunk by chunk
-        assign = [[self._next_queue(dims[i][0], how) for i, _, how in phases] for _ in range(n)]
+        # queue and direction of every phase of every chunk, handed out by the member's own queue
+        # allocators when it issues (a member's collectives may be created by other members in
+        # another order than the one it issues them in)
+        assign: dict[int, list] = {}
+
+        def queues_of(rank: int) -> list:
+            got = assign.get(rank)
+            if got is None:
+                got = assign[rank] = [
+                    [self._next_queue(rank, dims[i][0], how) for i, _, how in phases] for _ in range(n)
+                ]
+            return got
+
         factories: list = []
         per_chunk: dict[int, int] = {}
         for i, c, _ in phases:
@@ -766,7 +852,7 @@ class CollectiveRunner:
 
                 return build
 
-            for (i, c, _), fac, (queue, direction) in zip(phases, factories, assign[chunk_index]):
+            for (i, c, _), fac, (queue, direction) in zip(phases, factories, queues_of(rank)[chunk_index]):
                 out.append((queue, make(i, c, direction, fac)))
             return out
 

@@ -320,6 +320,16 @@ def needs_live(engines: list[RankEngine]) -> bool:
     return len(groups) > 1
 
 
+def runs_in_lines(engines: list[RankEngine]) -> bool:
+    """Whether a collective leaves a dimension out (`involved_dim` with a false): its members then
+    form independent lines, each of which ends without waiting for the others."""
+    for e in engines:
+        for item in e.info.values():
+            if len(item) == 5 and item[4] is not None and not all(item[4]):
+                return True
+    return False
+
+
 def _cap(count: int) -> int:
     """Slot capacity: 0 or less means unlimited."""
     return count if count > 0 else 1 << 60

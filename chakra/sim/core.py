@@ -30,12 +30,14 @@ class SimDeadlock(ChakraError):
 
 
 class Clock:
-    __slots__ = ("heap", "now", "nxt")
+    __slots__ = ("heap", "now", "nxt", "batches", "on_node")
 
     def __init__(self) -> None:
         self.heap: list[tuple[int, int, int, Any]] = []
         self.now = 0
         self.nxt = count().__next__
+        self.batches: dict[tuple[int, int], list] = {}
+        self.on_node: Optional[OnNode] = None
 
     def schedule(self, time: int, rank: int, row: int) -> None:
         """Node `row` of `rank` completes at `time` (absolute ns, not before now)."""
@@ -44,6 +46,42 @@ class Clock:
     def at(self, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run `fn(arg)` `delay` ns from now."""
         heapq.heappush(self.heap, (self.now + delay, self.nxt(), -1, (fn, arg)))
+
+    def at_rank(self, rank: int, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        """Run `fn(arg)` `delay` ns from now in `rank`'s batch for that time. ASTRA-sim's system
+        layer keeps one event list per NPU and tick: the first event booked there puts one entry on
+        the global queue, and later ones (even ones booked while the list runs) join that list, so
+        they run together at the first one's place in the same-time order."""
+        key = (rank, self.now + delay)
+        batch = self.batches.get(key)
+        if batch is not None:
+            batch.append((fn, arg))
+            return
+        self.batches[key] = [(fn, arg)]
+        heapq.heappush(self.heap, (key[1], self.nxt(), -1, (self._run_batch, key)))
+
+    def complete_at_rank(self, rank: int, time: int, row: int) -> None:
+        """Node `row` of `rank` completes at `time`, booked in the rank's batch for that time (as
+        ASTRA-sim books compute and memory completions: see `at_rank`)."""
+        key = (rank, time)
+        batch = self.batches.get(key)
+        if batch is not None:
+            batch.append(row)
+            return
+        self.batches[key] = [row]
+        heapq.heappush(self.heap, (time, self.nxt(), -1, (self._run_batch, key)))
+
+    def _run_batch(self, key: tuple[int, int]) -> None:
+        batch = self.batches[key]
+        i = 0
+        while i < len(batch):  # entries appended while it runs run too
+            entry = batch[i]
+            if entry.__class__ is int:
+                self.on_node(key[1], key[0], entry)  # type: ignore[misc]
+            else:
+                entry[0](entry[1])
+            i += 1
+        del self.batches[key]
 
     def step(self, on_node: Optional[OnNode] = None) -> bool:
         """Run the next entry; False when there is none."""
@@ -59,6 +97,7 @@ class Clock:
 
     def run(self, on_node: Optional[OnNode] = None) -> None:
         """Run entries in (time, seq) order until the heap is empty."""
+        self.on_node = on_node
         heap = self.heap
         pop = heapq.heappop
         while heap:

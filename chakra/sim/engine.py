@@ -34,6 +34,7 @@ from chakra.sim.compiler import (  # noqa: F401 (re-exported: the kind codes are
     S_FREE,
     RankEngine,
     needs_live,
+    runs_in_lines,
 )
 from chakra.sim.core import Clock, Completion, SimDeadlock
 from chakra.sim.messages import Messenger
@@ -70,8 +71,16 @@ class Simulation:
         # everything else. Otherwise each collective runs alone when its last member arrives
         # (memoised; exact, since nothing else can touch its links).
         self.rendezvous = bool(getattr(colls, "rendezvous", False))
+        # A remote memory serving requests first come sees the order of same-ns events, which only
+        # the main clock gives (an isolated run cannot see the events its members have booked).
+        first_come = bool(getattr(memory, "first_come", False)) and any(K_MEM in e.kind for e in engines)
         self.live = hasattr(colls, "live") and (
-            bool(live) or self.rendezvous or (bool(getattr(network, "aware", False)) and needs_live(engines))
+            bool(live)
+            or self.rendezvous
+            or first_come
+            or bool(getattr(colls, "needs_live", False))
+            or runs_in_lines(engines)
+            or (bool(getattr(network, "aware", False)) and needs_live(engines))
         )
         self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
@@ -80,8 +89,6 @@ class Simulation:
     def run(self) -> None:
         engines = self.engines
         clock = self.clock
-        heap = clock.heap
-        nxt = clock.nxt
         push = heapq.heappush
         pop = heapq.heappop
         messenger = self.messenger
@@ -89,6 +96,21 @@ class Simulation:
         memory = self.memory
         log = self.log
         policy = self.policy
+        complete_at_rank = clock.complete_at_rank
+        # A queued remote-memory request is served when the one ahead of it completes: ASTRA-sim
+        # books its completion then, in the batch of the rank whose request completed (see
+        # Clock.at_rank), which decides the order of same-ns events later on.
+        served: set[tuple[int, int]] = set()  # (rank, end) of requests served
+        waiting: dict[tuple[int, int], tuple] = {}  # (rank, end) of the request ahead -> request
+
+        def serve(req: tuple) -> None:
+            r, end, x = req
+            complete_at_rank(r, end, x)
+            served.add((r, end))
+            nxt_req = waiting.pop((r, end), None)
+            if nxt_req is not None:
+                clock.at_rank(r, end - clock.now, serve, nxt_req)
+
         events = 0
 
         def on_node(t: int, r: int, row: int) -> None:
@@ -154,7 +176,7 @@ class Simulation:
                     log(("issue", r, t, int(e.ids[x]), e.names[x] if e.names else ""))
                 k = kind[x]
                 if k <= K_CPU or k >= K_ZERO:
-                    push(heap, (t + delay[x], nxt(), r, x))
+                    complete_at_rank(r, t + delay[x], x)
                 elif k == K_COLL:
                     join(r, x)
                 elif k == K_SEND:
@@ -166,7 +188,14 @@ class Simulation:
                 else:  # K_MEM
                     size, local = e.info[x]
                     where = f"{e.path} node {int(e.ids[x])}"
-                    push(heap, (memory.access(r, size, local, t, where), nxt(), r, x))
+                    end = memory.access(r, size, local, t, where)
+                    behind = getattr(memory, "waits_behind", None)
+                    if behind is None:
+                        serve((r, end, x))
+                    elif behind in served:
+                        clock.at_rank(behind[0], behind[1] - t, serve, (r, end, x))
+                    else:
+                        waiting[behind] = (r, end, x)
 
         for r in range(len(engines)):
             clock.schedule(0, r, -1)  # kick: issue the initially ready nodes

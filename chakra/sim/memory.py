@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 from chakra.errors import ConfigError
 from chakra.sim.config import MemoryConfig, SystemConfig
@@ -33,9 +34,18 @@ class MemoryModel:
         self.compat = compat
         self.warnings: list[str] = []
         self._free: dict[int, int] = {}  # FIFO server -> time it becomes free
+        self._last: dict[int, int] = {}  # FIFO server -> rank of the request it serves last
+        # (rank, start) of the request the last `access` waits behind, None when it starts at once
+        self.waits_behind: Optional[tuple[int, int]] = None
+
+    @property
+    def first_come(self) -> bool:
+        """Requests of several NPUs queue for one server (MEMORY_POOL, PER_NODE_MEMORY_EXPANSION)."""
+        return self.mem.memory_type in ("MEMORY_POOL", "PER_NODE_MEMORY_EXPANSION")
 
     def access(self, rank: int, size: int, local: bool, now: int, where: str) -> int:
         """End time of a load/store of `size` bytes issued at `now` by `rank`."""
+        self.waits_behind = None
         if local and self.compat and self.mem.memory_type != "NO_MEMORY_EXPANSION":
             local = False  # ASTRA-sim: every MEM node goes to the remote memory model
         if local and self.mem.memory_type == "NO_MEMORY_EXPANSION" and not self.warnings:
@@ -62,7 +72,10 @@ class MemoryModel:
             return now + service
         server = rank // max(1, m.num_npus_per_node) if kind == "PER_NODE_MEMORY_EXPANSION" else 0
         start = max(now, self._free.get(server, 0))
+        if start > now:
+            self.waits_behind = (self._last[server], start)
         self._free[server] = start + service
+        self._last[server] = rank
         return start + service
 
     def hierarchical_time(self, size: int) -> int:

@@ -25,13 +25,15 @@ RENDEZVOUS_BYTES = 8192
 
 
 def transmit(
-    clock: Any, net: Network, free: dict, src: int, dst: int, size: int, done: Callable[[Any], None], arg: Any
+    clock: Any, net: Network, links: Any, src: int, dst: int, size: int, done: Callable[[Any], None], arg: Any
 ) -> None:
     """Send `size` bytes src -> dst from the clock's now; `done(arg)` runs on arrival.
 
-    Unaware: one closed-form delay. Aware: hop by hop, each link FIFO (a message waits until the
-    link's previous one is serialized), store-and-forward; links are booked when the message
-    reaches them, so traffic from every source queues in time order.
+    Unaware: one closed-form delay. Aware: hop by hop, store-and-forward, as ASTRA-sim's links: a
+    free link starts the message at once, booking its arrival at the next device and, after the
+    serialization, an event that frees the link and starts the next waiting message (FIFO);
+    `links` holds `free` (link -> when it is free) and `pending` (link -> waiting messages, present
+    while the link is busy).
     """
     if not net.aware:
         clock.at(net.p2p_time(src, dst, size), done, arg)
@@ -40,34 +42,53 @@ def transmit(
     if not route:
         clock.at(0, done, arg)
         return
-    _hop((clock, net, free, route, 0, size, done, arg))
+    _hop((clock, net, links, route, 0, size, done, arg))
 
 
 def _hop(state: tuple) -> None:
     """One link of a message's route (a plain function over a tuple: no closure cycles, which
     would outlive the run while simulate() keeps the cyclic garbage collector off)."""
-    clock, net, free, route, i, size, done, arg = state
+    clock, net, links, route, i, size, done, arg = state
     if i == len(route):
         done(arg)
         return
+    waiting = links.pending.get(route[i])
+    if waiting is not None:
+        waiting.append(state)
+    else:
+        _transmit_on(state, deque())
+
+
+def _transmit_on(state: tuple, waiting: deque) -> None:
+    clock, net, links, route, i, size, done, arg = state
     link = route[i]
-    now = clock.now
-    start = max(now, free.get(link, 0))
+    links.pending[link] = waiting
     busy, deliver = net.link_times(link[0], size)
-    free[link] = start + busy
-    clock.at(start - now + deliver, _hop, (clock, net, free, route, i + 1, size, done, arg))
+    links.free[link] = clock.now + busy
+    clock.at(deliver, _hop, (clock, net, links, route, i + 1, size, done, arg))
+    clock.at(busy, _link_freed, (links, link))
+
+
+def _link_freed(state: tuple) -> None:
+    links, link = state
+    waiting = links.pending[link]
+    if waiting:
+        _transmit_on(waiting.popleft(), waiting)
+    else:
+        del links.pending[link]
 
 
 class Messenger:
     """Matches sends with receives on one clock and one network (see module doc)."""
 
-    __slots__ = ("clock", "net", "rendezvous", "free", "sent", "posted", "mismatched")
+    __slots__ = ("clock", "net", "rendezvous", "free", "pending", "sent", "posted", "mismatched")
 
     def __init__(self, clock: Any, net: Network, rendezvous: bool = False) -> None:
         self.clock = clock
         self.net = net
         self.rendezvous = rendezvous
         self.free: dict[tuple, int] = {}  # aware links: the time each becomes free
+        self.pending: dict[tuple, deque] = {}  # aware links now busy: the messages waiting for each
         self.sent: dict[Any, deque] = {}  # key -> sizes of arrived messages nobody received yet
         self.posted: dict[Any, deque] = {}  # key -> (size, callback) of receives waiting
         self.mismatched: list[tuple] = []  # keys whose send and receive sizes differ
@@ -86,7 +107,7 @@ class Messenger:
 
     # -- without the handshake --
     def _send(self, src: int, dst: int, size: int, key: Any, on_sent: Callable[[], None]) -> None:
-        transmit(self.clock, self.net, self.free, src, dst, size, self._arrive, (key, size, on_sent))
+        transmit(self.clock, self.net, self, src, dst, size, self._arrive, (key, size, on_sent))
 
     def _arrive(self, arg: tuple) -> None:
         key, size, on_sent = arg

@@ -87,6 +87,11 @@ class Network:
     def _route(self, src: int, dst: int) -> list[tuple]:
         d = self.diff_dim(src, dst)
         if d < 0:
+            if self.aware and self.topo[0] == "Switch":
+                # ASTRA-sim's Switch routes a message to itself up to the switch and back down
+                # (its Ring and FullyConnected abort on one)
+                a = self.coord(src, 0)
+                return [(0, src - a, a, -1), (0, src - a, -1, a)]
             return []
         a, b = self.coord(src, d), self.coord(dst, d)
         line = src - a * self.strides[d]  # identifies the 1-D line the message travels on

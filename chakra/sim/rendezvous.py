@@ -73,8 +73,16 @@ class Rendezvous:
             del self.pending[key]
             rows = dict(p[2])
             starts = [self.engines[m].start[rows[m]] for m in members]
-            for m, done in zip(members, self.model.finish(ctype, size, members, inv, starts)):
-                self.clock.schedule(done, m, rows[m])
+            if getattr(self.model, "takes_issue_order", False):
+                ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]])
+            else:
+                ends = self.model.finish(ctype, size, members, inv, starts)
+            # Members ending at the same ns complete in the model's order when it gives one.
+            order = getattr(self.model, "finish_order", ())
+            if len(order) != len(members):
+                order = range(len(members))
+            for i in sorted(order, key=lambda i: ends[i]):
+                self.clock.schedule(ends[i], members[i], rows[members[i]])
 
     def _finisher(self, key: tuple) -> Any:
         def finished(rank: int) -> None:

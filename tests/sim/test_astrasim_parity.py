@@ -29,12 +29,18 @@ from tools.truthcases import write_case
 
 TABLE = load_table()
 WORST_SHOWN = 4
+#: Finishing cases our simulator does not reproduce yet, each with what it mixes. They must still
+#: differ (so a fix shows up here and the entry goes); every other finishing case must match.
+KNOWN_DIFFERING: dict[str, str] = {}
 
 
-def _subfeature(spec: dict[str, Any]) -> str:
-    """The case label's first two dash-separated words: collective + algorithm, pattern + size, ..."""
+def _subfeatures(spec: dict[str, Any]) -> list[str]:
+    """What a case exercises: a random mix's `kinds` (network dims, algorithms, options, memory,
+    ...), else the case label's first two dash-separated words (collective + algorithm, ...)."""
+    if spec.get("kinds"):
+        return list(spec["kinds"])
     label = spec["name"].split("/", 2)[2]
-    return "-".join(label.split("-")[:2])
+    return ["-".join(label.split("-")[:2])]
 
 
 def _ratio(ours: list, truth: list) -> float:
@@ -63,7 +69,8 @@ def _report(cls: str, outcomes: list[tuple[dict, str, Any]]) -> str:
     groups: dict[tuple[str, str], list] = defaultdict(list)
     for spec, kind, detail in outcomes:
         if kind != "ok":
-            groups[(spec["backend"], _subfeature(spec))].append((spec, kind, detail))
+            for sub in _subfeatures(spec):
+                groups[(spec["backend"], sub)].append((spec, kind, detail))
     lines.append("  differing, by backend / sub-feature (cases, median and worst ours/truth ratio or error):")
     for (backend, sub), items in sorted(groups.items()):
         ratios = [d for _, k, d in items if k == "differs"]
@@ -103,11 +110,14 @@ def test_finishing_cases_match_astrasim(cls, tmp_path):
             outcomes.append((spec, "error", f"{type(exc).__name__}: {str(exc).replace(f'{folder}/', '')}"))
             continue
         spec["_ours"] = ours
-        if all(within(o, t) for o, t in zip(ours, truth)):
+        same = all(within(o, t) for o, t in zip(ours, truth))
+        if spec["name"] in KNOWN_DIFFERING:
+            outcomes.append((spec, "known" if not same else "fixed (drop it from KNOWN_DIFFERING)", None))
+        elif same:
             outcomes.append((spec, "ok", None))
         else:
             outcomes.append((spec, "differs", _ratio(ours, truth)))
-    assert all(k == "ok" for _, k, _ in outcomes), _report(cls, outcomes)
+    assert all(k in ("ok", "known") for _, k, _ in outcomes), _report(cls, outcomes)
 
 
 class _Timeout(Exception):
@@ -142,6 +152,16 @@ def test_table_is_large_and_covers_every_class():
     assert sum(counts.values()) >= 500, counts
     for cls in ("coll_1d", "coll_multidim", "involved_dim", "skew", "system_opts", "p2p", "groups", "memory", "fail"):
         assert counts.get(cls, 0) >= 10, (cls, counts)
+    # the random mixes: several hundred, both backends, most finishing in ASTRA-sim, and every
+    # kind the simulator had to learn sampled by finishing cases
+    mixes = TABLE.get("random", [])
+    done = [c for c in mixes if c["result"]["status"] == "finished"]
+    assert len(mixes) >= 500 and len(done) >= 400, (len(mixes), len(done))
+    assert {c["backend"] for c in done} == {"aware", "unaware"}
+    sampled = Counter(k for c in done for k in c["kinds"])
+    for kind in ("mem-pool", "mem-per-node", "queues2", "queues3", "comm-groups", "rendezvous", "self-send",
+                 "involved_dim-skip-first", "3-D", "shared-bus"):  # fmt: skip
+        assert sampled[kind] >= 5, (kind, sampled)
     backends = {c["backend"] for cases in TABLE.values() for c in cases}
     assert backends == {"aware", "unaware"}
 
