@@ -115,7 +115,7 @@ def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None
     """Walk a rank's nodes once into `Columns`; `visit(position, node)` sees every node that has
     attributes or is not a compute node (the only ones with more to check), while it is alive."""
     ids = array("Q")
-    types = array("q")
+    types = array("i")  # the proto enum is an int32
     dur = array("Q")
     edges = {"ctrl": (array("q"), array("Q")), "data": (array("q"), array("Q"))}
     merged: dict[int, list[int]] = {}
@@ -145,7 +145,7 @@ def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None
         pos += k
     return Columns(
         np.frombuffer(ids, dtype=np.uint64) if ids else np.zeros(0, np.uint64),
-        np.frombuffer(types, dtype=np.int64) if types else np.zeros(0, np.int64),
+        np.frombuffer(types, dtype=np.int32) if types else np.zeros(0, np.int32),
         np.frombuffer(dur, dtype=np.uint64) if dur else np.zeros(0, np.uint64),
         *(
             np.frombuffer(a, dtype=dt) if a else np.zeros(0, dt)
@@ -163,14 +163,24 @@ def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None
 def positions(cols: Columns, parent_ids: np.ndarray) -> np.ndarray:
     """Position of each id in `parent_ids` (-1 when absent); a repeated id maps to its last node,
     as `chakra.graph.dependency_lists` does."""
-    n = len(cols.ids)
+    ids = cols.ids
+    n = len(ids)
     if not n or not len(parent_ids):
         return np.full(len(parent_ids), -1, dtype=np.int64)
-    uniq, first_rev = np.unique(cols.ids[::-1], return_index=True)
-    last = (n - 1 - first_rev).astype(np.int64)
+    if n == 1 or bool(np.all(ids[1:] > ids[:-1])):
+        # ids ascending in the file (what writers do): positions are a search, no index needed
+        uniq, last = ids, None
+    else:
+        uniq, first_rev = np.unique(ids[::-1], return_index=True)
+        last = (n - 1 - first_rev).astype(np.int64)
+        del first_rev
     j = np.searchsorted(uniq, parent_ids)
     j[j >= len(uniq)] = 0
-    return np.where(uniq[j] == parent_ids, last[j], -1)
+    found = uniq[j] == parent_ids
+    if last is not None:
+        j = last[j]
+    j[~found] = -1
+    return j
 
 
 def parent_lists(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
@@ -187,9 +197,12 @@ def parent_lists(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
         parent = np.concatenate([parent[keep], np.fromiter(chain.from_iterable(cols.merged.values()), dtype=np.uint64)])
     # stable: a node's parents keep their order (data edges come before ctrl ones only for nodes
     # with one kind, so the order within a node is its list order)
-    order = np.argsort(child, kind="stable")
-    child = child[order]
-    ppos = positions(cols, parent[order])
+    if len(child) > 1 and not bool(np.all(child[1:] >= child[:-1])):
+        order = np.argsort(child, kind="stable")
+        child, parent = child[order], parent[order]
+        del order
+    ppos = positions(cols, parent)
+    del parent
     keep = (ppos >= 0) & (ppos != child)
     child, ppos = child[keep], ppos[keep]
     ptr = np.zeros(n + 1, dtype=np.int64)
@@ -197,7 +210,7 @@ def parent_lists(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
     return ptr, ppos
 
 
-def kahn(ptr: np.ndarray, parents: np.ndarray) -> tuple[array, np.ndarray]:
+def kahn(ptr: np.ndarray, parents: np.ndarray) -> tuple[Sequence[int], np.ndarray]:
     """`chakra.graph._kahn` on CSR parents: (order, stuck positions)."""
     n = len(ptr) - 1
     child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
@@ -205,13 +218,15 @@ def kahn(ptr: np.ndarray, parents: np.ndarray) -> tuple[array, np.ndarray]:
     if not len(parents) or bool(np.all(parents < child_of)):
         # every edge points forward in the file: Kahn's stack-order on such a graph is not needed
         # by callers beyond "a valid order", and file order is one; nothing is stuck
-        return array("q", range(n)), np.zeros(0, np.int64)
+        return range(n), np.zeros(0, np.int64)
     by_parent = np.argsort(parents, kind="stable")
     cptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(parents, minlength=n), out=cptr[1:])
-    children = array("q", child_of[by_parent].tobytes())
-    cp = array("q", cptr.tobytes())
-    indeg = array("q", indeg_np.tobytes())
+    # memoryviews: Python-speed indexing of the numpy buffers without a copy
+    children = memoryview(child_of[by_parent])
+    cp = memoryview(cptr)
+    indeg_np = indeg_np.copy()
+    indeg = memoryview(indeg_np)
     stack = [int(i) for i in np.flatnonzero(indeg_np == 0)[::-1]]
     order = array("q")
     pop, push, add = stack.pop, stack.append, order.append
@@ -225,7 +240,7 @@ def kahn(ptr: np.ndarray, parents: np.ndarray) -> tuple[array, np.ndarray]:
                 push(c)
     if len(order) == n:
         return order, np.zeros(0, np.int64)
-    return order, np.flatnonzero(np.frombuffer(indeg, dtype=np.int64) > 0)
+    return order, np.flatnonzero(indeg_np > 0)
 
 
 def find_cycle(cols: Columns) -> Optional[list[int]]:
@@ -257,11 +272,11 @@ def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[f
     order, stuck = kahn(ptr, parents)
     if len(stuck):
         raise ValueError(f"dependency cycle among nodes {[int(cols.ids[i]) for i in stuck[:10]]}")
-    dur = array("d", (cols.dur_us if dur_us is None else dur_us).astype(np.float64).tobytes())
-    finish = array("d", bytes(8 * n))
-    best = array("q", bytes(8 * n))
-    pp = array("q", ptr.tobytes())
-    par = array("q", parents.tobytes())
+    dur = memoryview((cols.dur_us if dur_us is None else dur_us).astype(np.float64))
+    fin = np.zeros(n, dtype=np.float64)
+    best_np = np.zeros(n, dtype=np.int64)
+    finish, best = memoryview(fin), memoryview(best_np)
+    pp, par = memoryview(ptr), memoryview(parents)
     for i in order:
         start = 0.0
         bp = -1
@@ -273,7 +288,6 @@ def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[f
                 bp = p
         finish[i] = start + dur[i]
         best[i] = bp
-    fin = np.frombuffer(finish, dtype=np.float64)
     end = int(np.argmax(fin))
     path = []
     i = end

@@ -54,7 +54,8 @@ class _Buffer:
                 shown[key] += 1
                 report.add(*args)
         for key, n in self.counts.items():
-            report.counts[key] += n - shown[key]
+            if n > shown[key]:
+                report.counts[key] += n - shown[key]
 
 
 def check_rank_columns(trace: AnyTrace, report: Any, node_check: NodeCheck, keep: int) -> None:
@@ -105,4 +106,5 @@ def _dep_findings(
                 else f"node {nid} {kind} names missing node {d}"
             )
             buf.candidate((int(child[e]), part, e - int(first[e])), "error", code, msg, rank, nid)
-        buf.counts[("error", code)] += len(hits)
+        if len(hits):
+            buf.counts[("error", code)] += len(hits)
