@@ -296,3 +296,28 @@ def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[f
         i = best[i]
     path.reverse()
     return float(fin[end]), path
+
+
+def asap_starts(cols: Columns) -> list[int]:
+    """`chakra.graph.asap_starts` on columns: start (µs) of every node, by position, when each runs
+    as soon as its dependencies end. ValueError on a cycle, worded as `chakra.graph.topo_order`."""
+    n = len(cols.ids)
+    ptr, parents = parent_lists(cols)
+    order, stuck = kahn(ptr, parents)
+    if len(stuck):
+        ids = [int(cols.ids[i]) for i in stuck[:10]]
+        raise ValueError(f"dependency cycle among nodes {ids}{' ...' if len(stuck) > 10 else ''}")
+    # Python ints: uint64 durations summed along a long chain must not wrap
+    dur = cols.dur_us.tolist()
+    start = [0] * n
+    end = [0] * n
+    pp, par = memoryview(ptr), memoryview(parents)
+    for i in order:
+        s = 0
+        for k in range(pp[i], pp[i + 1]):
+            e = end[par[k]]
+            if e > s:
+                s = e
+        start[i] = s
+        end[i] = s + dur[i]
+    return start
