@@ -15,7 +15,7 @@ from chakra.schema import NodeType, pb
 
 from .faultlib import chakra
 
-NODES = 300_000
+NODES = 200_000
 
 
 def _chain(path, n: int) -> int:
