@@ -27,8 +27,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from chakra.columns import asap_starts, critical_path, scan
 from chakra.errors import InputError, TraceFormatError
-from chakra.graph import critical_path
 from chakra.schema import NodeType, collective_name, pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
@@ -255,15 +255,17 @@ def dependency_critical_path(
     Durations are the scheduled ones when `times` is given (a collective's cost exists only
     after simulation), else the recorded `duration_micros`.
     """
-    fn = None
+    cols = scan(trace)
+    dur = None
     if times is not None:
 
         def fn(n: pb.Node) -> float:
             se = times.get(n.id)
             return (se[1] - se[0]) / 1000.0 if se is not None else float(n.duration_micros)
 
+        dur = np.fromiter(map(fn, trace.nodes), dtype=np.float64, count=len(cols))
     try:
-        length_us, ids = critical_path(trace.nodes, fn)
+        length_us, ids = critical_path(cols, dur)
     except ValueError as exc:
         raise InputError(f"{trace.path or 'trace'}: {exc}") from None
     return int(round(length_us * 1000)), ids
@@ -388,11 +390,9 @@ def analyze_log(log: SimLog) -> dict[str, Any]:
 
 def asap_times(trace: Trace) -> dict[int, tuple[int, int]]:
     """Earliest start of every node with unlimited resources (ns): the dependency-only schedule."""
-    from chakra.graph import asap_starts
-
     nodes = trace.nodes
     try:
-        starts = asap_starts(nodes)
+        starts = asap_starts(scan(trace))
     except ValueError as exc:
         raise InputError(f"{trace.path or 'trace'}: {exc}") from None
     return {n.id: (s * 1000, (s + n.duration_micros) * 1000) for n, s in zip(nodes, starts)}

@@ -184,10 +184,14 @@ def make_progress(quiet: bool = False, transient: bool = True) -> Any:
     )
 
 
-def load_traces(args: list[str], quiet: bool = False) -> list:
-    """chakra.io.read_traces with a progress bar on stderr: every subcommand reads PREFIXes this way."""
+def load_traces(args: list[str], quiet: bool = False, *, stream: bool = False) -> list:
+    """chakra.io.read_traces with a progress bar on stderr: every subcommand reads PREFIXes this way.
+
+    `stream`: leave `.et` nodes on disk (`chakra.columns.TraceFile`), for commands that walk them once."""
     from chakra.io import read_traces
 
+    if stream:
+        from chakra.columns import open_traces as read_traces  # noqa: F811
     with make_progress(quiet) as progress:
         task = progress.add_task("reading traces", total=None)
         return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))

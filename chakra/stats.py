@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from chakra.graph import critical_path
-from chakra.schema import NodeType, collective_name, node_type_name
+import numpy as np
+
+from chakra.columns import AnyTrace, critical_path, scan
+from chakra.schema import NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value
 from chakra.schema.kinds import is_cpu_op
-from chakra.trace import Trace
+
+_COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
 
-def rank_stats(trace: Trace) -> dict[str, Any]:
-    by_type: Counter = Counter()
+def _total(values: np.ndarray) -> int:
+    """Exact sum of µs durations (Python ints: a uint64 sum could wrap)."""
+    if len(values) and int(values.max()) < (1 << 63) // max(len(values), 1):
+        return int(values.sum())
+    return sum(values.tolist())
+
+
+def rank_stats(trace: AnyTrace) -> dict[str, Any]:
+    """Figures of one rank from one streamed pass: columns for every node, a closer look only at
+    the nodes with attributes or of a non-compute type."""
     collectives: dict[str, dict[str, int]] = {}
     p2p: dict[str, dict[str, int]] = {}
-    compute_us = 0
-    cpu_us = 0
-    gpu_us = 0
-    comm_us = 0
-    for n in trace.nodes:
+    cpu_rows: list[int] = []
+
+    def visit(pos: int, n: pb.Node) -> None:
         t = n.type
-        by_type[t] += 1
         if t == NodeType.COMP_NODE:
-            compute_us += n.duration_micros
             # Absent is_cpu_op means device work, as simulators read it (chakra.schema.kinds).
             if is_cpu_op(n):
-                cpu_us += n.duration_micros
-            else:
-                gpu_us += n.duration_micros
+                cpu_rows.append(pos)
         elif t in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
-            comm_us += n.duration_micros
             ctype = size = None
             for a in n.attr:
                 if a.name == "comm_size":
@@ -47,13 +50,23 @@ def rank_stats(trace: Trace) -> dict[str, Any]:
                 entry = p2p.setdefault(node_type_name(t), {"count": 0, "bytes": 0})
             entry["count"] += 1
             entry["bytes"] += size
+
+    cols = scan(trace, visit)
+    types, dur = cols.types, cols.dur_us
+    kinds, counts = np.unique(types, return_counts=True)
+    by_type = dict(zip(kinds.tolist(), counts.tolist()))
+    comp = types == NodeType.COMP_NODE
+    compute_us = _total(dur[comp])
+    cpu_us = _total(dur[np.asarray(cpu_rows, dtype=np.int64)])
+    gpu_us = compute_us - cpu_us
+    comm_us = _total(dur[np.isin(types, _COMM)])
     try:
-        cp_us, cp_nodes = critical_path(trace.nodes)
+        cp_us, cp_nodes = critical_path(cols)
         cp_len = len(cp_nodes)
     except ValueError:
         cp_us, cp_len = None, None
     return {
-        "nodes": len(trace.nodes),
+        "nodes": len(cols),
         "by_type": {node_type_name(t): c for t, c in sorted(by_type.items())},
         "collectives": dict(sorted(collectives.items())),
         "p2p": dict(sorted(p2p.items())),
@@ -66,7 +79,7 @@ def rank_stats(trace: Trace) -> dict[str, Any]:
     }
 
 
-def trace_stats(traces: Sequence[Trace]) -> dict[str, Any]:
+def trace_stats(traces: Sequence[AnyTrace]) -> dict[str, Any]:
     """`{"ranks": {"<rank>": {...}}, "summary": {...}}`; ranks are strings as in JSON."""
     ranks = {}
     for i, t in enumerate(traces):

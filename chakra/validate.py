@@ -18,7 +18,8 @@ from typing import Any, Optional
 from chakra.collective_order import meet_key, order_conflicts
 from chakra.commgroups import metadata_groups, parse_pg_list
 from chakra.errors import excerpt
-from chakra.graph import dependency_lists, find_cycle, kahn, priority_topo_order, stuck_cycle
+from chakra.graph import dependency_lists, kahn, priority_topo_order, stuck_cycle
+from chakra.rankcheck import check_rank_columns
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
 from chakra.schema.kinds import MODELLED_COLLECTIVES
@@ -108,61 +109,42 @@ def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
 
 
 def check_rank(trace: Trace, report: Report) -> None:
-    rank = trace.rank
-    nodes = trace.nodes
-    report.nodes += len(nodes)
-    seen: set[int] = set()
-    dup: set[int] = set()
-    for n in nodes:
-        if n.id in seen:
-            dup.add(n.id)
-        seen.add(n.id)
-    for d in sorted(dup):
-        report.add(ERROR, "duplicate-id", f"node id {d} appears more than once", rank, d)
+    """Ids, dependencies and cycles of one rank on columns (one streamed pass), `_check_node` per node."""
+    if check_rank_columns(trace, report, _check_node, KEEP_PER_CODE):
+        check_collective_order(trace, report)
 
-    valid_types = set(NodeType) - {NodeType.INVALID_NODE}
-    for n in nodes:
-        nid = n.id
-        for kind, deps in (("ctrl_deps", n.ctrl_deps), ("data_deps", n.data_deps)):
-            for d in deps:
-                if d == nid:
-                    report.add(ERROR, "self-dependency", f"node {nid} lists itself in {kind}", rank, nid)
-                elif d not in seen:
-                    report.add(ERROR, "dangling-dependency", f"node {nid} {kind} names missing node {d}", rank, nid)
-        if n.type not in valid_types:
-            report.add(ERROR, "bad-node-type", f"node {nid} ({excerpt(n.name)}) has node type {n.type}", rank, nid)
-            continue
-        if not n.attr:
-            if n.type in COMM_NODE_TYPES:
-                _check_comm(n, {}, rank, report)
-            continue
-        amap = _attr_map(n)
-        for name, attr in amap.items():
-            expected = CONVENTIONS.get(name)
-            if expected is None:
-                continue
-            found = attr.WhichOneof("value")
-            if found != expected:
-                severity = ERROR if name in FEEDER_READ else WARNING
-                report.add(
-                    severity,
-                    "wrong-arm",
-                    f"node {nid}: attribute {name} is in {found or 'no arm'}, consumers read {expected}",
-                    rank,
-                    nid,
-                )
+
+_VALID_TYPES = frozenset(NodeType) - {NodeType.INVALID_NODE}
+
+
+def _check_node(n: pb.Node, rank: Optional[int], report: Report) -> None:
+    nid = n.id
+    if n.type not in _VALID_TYPES:
+        report.add(ERROR, "bad-node-type", f"node {nid} ({excerpt(n.name)}) has node type {n.type}", rank, nid)
+        return
+    if not n.attr:
         if n.type in COMM_NODE_TYPES:
-            _check_comm(n, amap, rank, report)
-        elif n.type in MEM_NODE_TYPES and "tensor_size" not in amap:
-            report.add(WARNING, "mem-without-size", f"memory node {nid} has no tensor_size", rank, nid)
-
-    if not dup:
-        cycle = find_cycle(nodes)
-        if cycle:
-            shown = " -> ".join(map(str, cycle[:12])) + (" ..." if len(cycle) > 12 else "")
-            report.add(ERROR, "cycle", f"dependency cycle: {shown}", rank, cycle[0])
-        else:
-            check_collective_order(trace, report)
+            _check_comm(n, {}, rank, report)
+        return
+    amap = _attr_map(n)
+    for name, attr in amap.items():
+        expected = CONVENTIONS.get(name)
+        if expected is None:
+            continue
+        found = attr.WhichOneof("value")
+        if found != expected:
+            severity = ERROR if name in FEEDER_READ else WARNING
+            report.add(
+                severity,
+                "wrong-arm",
+                f"node {nid}: attribute {name} is in {found or 'no arm'}, consumers read {expected}",
+                rank,
+                nid,
+            )
+    if n.type in COMM_NODE_TYPES:
+        _check_comm(n, amap, rank, report)
+    elif n.type in MEM_NODE_TYPES and "tensor_size" not in amap:
+        report.add(WARNING, "mem-without-size", f"memory node {nid} has no tensor_size", rank, nid)
 
 
 def check_collective_order(trace: Trace, report: Report) -> None:
@@ -173,10 +155,9 @@ def check_collective_order(trace: Trace, report: Report) -> None:
     is that rule, so a trace this passes cannot meet different collectives on different ranks.
     """
 
-    nodes = trace.nodes
     colls: dict[int, tuple[str, tuple[int, int]]] = {}
     count: Counter = Counter()
-    for i, n in enumerate(nodes):
+    for i, n in enumerate(trace.nodes):
         if n.type != NodeType.COMM_COLL_NODE:
             continue
         amap = _attr_map(n)
@@ -189,6 +170,7 @@ def check_collective_order(trace: Trace, report: Report) -> None:
         count[pg_name] += 1
     if max(count.values(), default=0) < 2:
         return
+    nodes = trace.nodes if isinstance(trace.nodes, list) else list(trace.nodes)  # a streamed rank
     _, parents = dependency_lists(nodes)
     order, _stuck = priority_topo_order(parents, range(len(nodes)))
     for pg, a, b in order_conflicts(parents, order, colls):
@@ -302,6 +284,8 @@ def comm_summary(nodes: Iterable[pb.Node], rank: Optional[int]) -> CommSummary:
 def check_cross_rank(
     traces: Sequence[Trace], report: Report, file_groups: Optional[dict[str, list[int]]] = None
 ) -> None:
+    if len(traces) < 2:  # nothing to compare: spare a second pass over the nodes
+        return
     check_cross_rank_summaries([comm_summary(t.nodes, t.rank) for t in traces], report, file_groups)
 
 

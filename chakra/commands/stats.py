@@ -22,7 +22,7 @@ def stats(
     Example: [bold]chakra stats out/ddp2[/]   or   [bold]chakra stats out/ddp2 --json | jq .summary[/]
     """
     with handle_errors():
-        loaded = load_traces(traces, quiet)
+        loaded = load_traces(traces, quiet, stream=True)
         problem = rank_set_problem([t.rank for t in loaded]) if len(loaded) > 1 else None
         if problem:  # figures per rank still make sense; simulate and export refuse the set
             warn(f"{problem}: not one job (validate reports an error, simulate refuses it)")

@@ -52,7 +52,7 @@ def validate(
     with handle_errors():
         if target is not None and target != "astra-sim":
             raise InputError(f"--for takes astra-sim, not {target!r}")
-        loaded = load_traces(traces, quiet)
+        loaded = load_traces(traces, quiet, stream=target is None)
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
         if target == "astra-sim":
             _for_astrasim(loaded, groups, json_out, backend, network, system)
