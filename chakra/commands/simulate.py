@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -160,17 +160,8 @@ def simulate_cmd(
             info(f"wrote {log}", quiet)
         for line in result.warnings:
             warn(line)
-        from chakra.export.astrasim import simulate_warnings
-
-        # what the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
-        # less what the simulator itself already said (METADATA nodes; in model mode, collectives
-        # ASTRA-sim does not implement and send/recv pairs of different sizes)
-        skip = {"metadata-node"}
         if comm == "model":
-            skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
-            skip.add("p2p-size-mismatch")
-        for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
-            warn(line)
+            _astrasim_warnings(traces, comm_group, network, system, congestion)
         if json_out:
             print_json(result.to_json())
             return
@@ -220,3 +211,16 @@ def _parse_slots(text: Optional[str]) -> Optional[dict[str, int]]:
 
 def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate_cmd)
+
+
+def _astrasim_warnings(traces: Any, comm_group: Any, network: Any, system: Any, congestion: str) -> None:
+    """What the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
+    less what the simulator itself already said (METADATA nodes, collectives ASTRA-sim does not
+    implement, send/recv pairs of different sizes). Only in model mode, the mode that stands in
+    for ASTRA-sim: a replay of recorded durations answers another question."""
+    from chakra.export.astrasim import simulate_warnings
+
+    skip = {"metadata-node", "p2p-size-mismatch"}
+    skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
+    for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
+        warn(line)
