@@ -160,8 +160,7 @@ def simulate_cmd(
             info(f"wrote {log}", quiet)
         for line in result.warnings:
             warn(line)
-        if comm == "model":
-            _astrasim_warnings(traces, comm_group, network, system, congestion)
+        _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
         if json_out:
             print_json(result.to_json())
             return
@@ -213,14 +212,26 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate_cmd)
 
 
-def _astrasim_warnings(traces: Any, comm_group: Any, network: Any, system: Any, congestion: str) -> None:
+def _astrasim_warnings(
+    traces: Any, comm_group: Any, network: Any, system: Any, congestion: str, comm: str, quiet: bool
+) -> None:
     """What the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
     less what the simulator itself already said (METADATA nodes, collectives ASTRA-sim does not
-    implement, send/recv pairs of different sizes). Only in model mode, the mode that stands in
-    for ASTRA-sim: a replay of recorded durations answers another question."""
-    from chakra.export.astrasim import simulate_warnings
+    implement, send/recv pairs of different sizes). In model mode, the mode that stands in for
+    ASTRA-sim, one warning per kind; a replay of recorded durations answers another question, so
+    there it is one note naming the kinds."""
+    from chakra.export.astrasim import failure_kinds, simulate_warnings
 
     skip = {"metadata-node", "p2p-size-mismatch"}
     skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
-    for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
-        warn(line)
+    if comm == "model":
+        for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
+            warn(line)
+        return
+    kinds = failure_kinds(traces, comm_group, network, system, congestion, frozenset(skip))
+    if kinds:
+        info(
+            f"note: the real ASTRA-sim would not run these files as they are ({', '.join(kinds)}): "
+            "`chakra validate --for astra-sim` says where; `chakra export astra-sim` writes a variant it runs",
+            quiet,
+        )

@@ -852,10 +852,8 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
     return out
 
 
-def simulate_warnings(
-    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
-) -> list[str]:
-    """`warning_lines` for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+def _simulate_plan(trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str) -> Optional[Plan]:
+    """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs)."""
     from chakra.commgroups import groups_beside, read_comm_groups
     from chakra.io import read_traces
     from chakra.sim.config import load_network, load_system
@@ -866,7 +864,22 @@ def simulate_warnings(
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
     try:
-        p = plan(traces, groups, network=net, system=sysc, backend=backend)
+        return plan(traces, groups, network=net, system=sysc, backend=backend)
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
-        return []
-    return warning_lines(p, skip)
+        return None
+
+
+def simulate_warnings(
+    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """`warning_lines` for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+    p = _simulate_plan(trace_args, comm_groups, network, system, backend)
+    return [] if p is None else warning_lines(p, skip)
+
+
+def failure_kinds(
+    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """The kinds of finding (codes, first-seen order) on which ASTRA-sim would fail on these inputs."""
+    p = _simulate_plan(trace_args, comm_groups, network, system, backend)
+    return [] if p is None else list(dict.fromkeys(i.code for i in p.errors if i.code not in skip))

@@ -176,3 +176,33 @@ def test_simulate_is_quiet_where_astrasim_runs(tmp_path, run_cli):
     assert res.exit_code == 0 and "ASTRA-sim would" not in res.stderr
     colls = [n for t in read_traces([raw]) for n in t.nodes if n.type == NodeType.COMM_COLL_NODE]
     assert colls and {get_attr(n, "comm_type") for n in colls} == {CollectiveType.ALL_REDUCE}
+
+
+def test_replay_notes_what_astrasim_would_do_model_mode_warns(samples_dir, tmp_path, run_cli):
+    """Model mode stands in for ASTRA-sim: one warning per failure kind. A replay of recorded
+    durations answers another question: one note naming the kinds, no warning."""
+    d = samples_dir / "pytorch" / "ddp2"
+    raw = tmp_path / "ddp2"
+    ets = [str(d / f"et.{r}.json") for r in (0, 1)]
+    _ok(
+        run_cli(
+            "convert",
+            "pytorch",
+            *ets,
+            "-k",
+            str(d / "kineto.0.json"),
+            "-k",
+            str(d / "kineto.1.json"),
+            "-o",
+            str(raw),
+            "-q",
+        )
+    )
+    model = run_cli("simulate", str(raw))
+    assert model.exit_code == 0 and "ASTRA-sim would fail here (cpu-compute" in " ".join(model.stderr.split())
+    replay = run_cli("simulate", str(raw), "--comm", "replay")
+    text = " ".join(replay.stderr.split())
+    assert replay.exit_code == 0 and "warning" not in text.lower(), text
+    assert "note: the real ASTRA-sim would not run these files as they are (cpu-compute" in text, text
+    quiet = run_cli("simulate", str(raw), "--comm", "replay", "-q")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
