@@ -108,6 +108,15 @@ def simulate_cmd(
     from chakra.sim import SimOptions, simulate
 
     with handle_errors():
+        from chakra.files import STDIN
+        from chakra.sim.config import load_network, load_system
+
+        # A config on standard input can be read once: load it here for the simulation and the
+        # ASTRA-sim checks alike.
+        if network is not None and str(network) == STDIN:
+            network = load_network(network)
+        if system is not None and str(system) == STDIN:
+            system = load_system(system)
         log_path = log
         tmp_log = None
         if timeline is not None and log_path is None:

@@ -39,6 +39,13 @@ NOT_RUN = {
 }
 
 
+#: command as written -> the exit code the README says it gives (every other command exits 0).
+EXIT_CODES = {
+    # ddp2 was recorded on CPUs: its CPU operators would stop ASTRA-sim, which the check reports
+    "chakra validate --for astra-sim out/ddp2": 1,
+}
+
+
 @dataclass
 class Command:
     text: str  # as a shell runs it (continuation lines joined)
@@ -235,7 +242,8 @@ def test_every_readme_command_runs_as_written(tmp_path):
         script = "set -e\n" + "\n".join(command.setup + [command.text])
         proc = subprocess.run(["bash", "-c", script], cwd=clone, capture_output=True, text=True, env=env, timeout=600)
         where = f"README command `{command.text}`"
-        assert proc.returncode == 0, f"{where} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+        expected = EXIT_CODES.get(command.text, 0)
+        assert proc.returncode == expected, f"{where} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
         assert "Traceback" not in proc.stderr, f"{where}:\n{proc.stderr[-3000:]}"
         for fragment, checks in CHECKS.items():
             if fragment in command.text:

@@ -114,4 +114,4 @@ def test_stdin_is_taken_where_asked_for(run_cli):
     res = run_cli("simulate", str(ALL_REDUCE), "--network", "-", "-q", "--json", input=text)
     assert res.exit_code == 0, res.stderr
     res = run_cli("simulate", str(ALL_REDUCE), "--network", "-", "-q", input="npus_count: [")
-    assert res.exit_code == 1 and "-: not valid YAML" in res.stderr
+    assert res.exit_code == 1 and "error: - (line 1): not valid YAML" in res.stderr
