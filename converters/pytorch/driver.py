@@ -121,7 +121,9 @@ def _convert_rank(
         for op in et.pg_init:  # nothing depends on it (the builder emits it on its own)
             ops.pop(op.id, None)
         dropped["process_group:init METADATA node (--metadata-node keeps it)"] += len(et.pg_init)
-    merged = map_comms(ops, rank, pgs, stats)
+    comm_stats = map_comms(ops, rank, pgs)
+    stats.update(comm_stats.as_dict())
+    merged = comm_stats.merged
     for m in merged:
         del ops[m.id]
     if merged:
