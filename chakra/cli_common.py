@@ -190,4 +190,4 @@ def load_traces(args: list[str], quiet: bool = False) -> list:
 
     with make_progress(quiet) as progress:
         task = progress.add_task("reading traces", total=None)
-        return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+        return read_traces(args, progress=lambda done, total: progress.update(task, completed=done, total=total))

@@ -35,6 +35,9 @@ from chakra.schema import pb
 from chakra.trace import Trace
 
 PathLike = Union[str, os.PathLike]
+#: The one shape of a progress callback: `progress(done, total)` after each step of long work;
+#: `total` is 0 while it is not known (a row count streamed from a database, say).
+Progress = Callable[[int, int], None]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -839,10 +842,10 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
     return out
 
 
-def read_traces(args: Sequence[PathLike], on_progress: Optional[Callable[[int, int], None]] = None) -> list[Trace]:
+def read_traces(args: Sequence[PathLike], progress: Optional[Progress] = None) -> list[Trace]:
     """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order.
 
-    `on_progress(done, total)` is called after each file (the CLI drives a progress bar with it).
+    `progress(done, total)` is called after each file (the CLI drives a progress bar with it).
     """
     pairs = expand_trace_args(args)
     traces = []
@@ -851,6 +854,6 @@ def read_traces(args: Sequence[PathLike], on_progress: Optional[Callable[[int, i
         if trace.rank is None:
             trace.rank = i
         traces.append(trace)
-        if on_progress is not None:
-            on_progress(i + 1, len(pairs))
+        if progress is not None:
+            progress(i + 1, len(pairs))
     return traces

@@ -19,11 +19,10 @@ from chakra.commgroups import write_comm_groups
 from chakra.converters.batch import BatchTask
 from chakra.errors import InputError
 from chakra.files import remove_stale_temps
+from chakra.io import Progress
 from chakra.validate import Report, check_cross_rank_summaries
 
 from .inputs import expand
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass

@@ -35,6 +35,7 @@ from chakra.converters.daydream import nccl
 from chakra.converters.daydream.ranks import RankPlan
 from chakra.converters.daydream.schema import split_global_id, strip_version
 from chakra.converters.daydream.source import K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_NVTX
+from chakra.io import Progress
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import CONVENTIONS, set_attrs
 
@@ -246,7 +247,7 @@ class Builder:
 
     # ---------------------------------------------------------------- driver
 
-    def run(self, events: Iterable[tuple], progress: Optional[Callable[[int], None]] = None) -> None:
+    def run(self, events: Iterable[tuple], progress: Optional[Progress] = None) -> None:
         heap = self.held_heap
         for ev in events:
             start = ev[0]
@@ -261,11 +262,11 @@ class Builder:
                 self._gpu(ev)
             self.rows += 1
             if progress is not None and not self.rows & 0xFFFF:
-                progress(self.rows)
+                progress(self.rows, 0)
         while heap:
             self._release(heapq.heappop(heap)[2])
         if progress is not None:
-            progress(self.rows)
+            progress(self.rows, 0)
 
     # ---------------------------------------------------------------- helpers
 
