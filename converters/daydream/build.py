@@ -515,13 +515,7 @@ class Builder:
             duration = max(0, e_us - max(s_us, waited_end))
         elif mode[0] != "copy":
             attrs["sync"] = sync_kind
-        seen: set[int] = set()
-        ids = []
-        for d, kind in deps:
-            if d not in seen:
-                seen.add(d)
-                ids.append(d)
-                rank.counts[kind] += 1
+        ids = _dep_ids(rank, deps)
         node = _node(th.tmpl[info["kind"]], held.node_id, held.name, NodeType.COMP_NODE, ids, duration, s_us)
         set_attrs(node, attrs)
         held.mode = ("done",)
@@ -586,13 +580,7 @@ class Builder:
         launch = self._launch_deps(rank, st, ev, nid, e_us, deps, extra)
         name, node_type = self._gpu_task(rank, ev, nid, launch, deps, attrs, extra)
         self._stream_deps(rank, st, gpid, dev, sid, corr_key, deps)
-        seen: set[int] = set()
-        ids = []
-        for d, dk in deps:
-            if d not in seen:
-                seen.add(d)
-                ids.append(d)
-                rank.counts[dk] += 1
+        ids = _dep_ids(rank, deps)
         node = _node(st.tmpl[_GPU_KIND[kind]], nid, name, node_type, ids, e_us - s_us, s_us)
         for attr_name, value in extra:
             _add(node, attr_name, value)
@@ -778,3 +766,15 @@ class Builder:
         self.comm_last[key] = nid
         rank.counts["collectives"] += 1
         return NodeType.COMM_COLL_NODE
+
+
+def _dep_ids(rank: Any, deps: Iterable[tuple[int, str]]) -> list[int]:
+    """The distinct dependency ids in order, each counted once by its kind in the rank's summary."""
+    seen: set[int] = set()
+    ids = []
+    for d, kind in deps:
+        if d not in seen:
+            seen.add(d)
+            ids.append(d)
+            rank.counts[kind] += 1
+    return ids
