@@ -571,7 +571,7 @@ class _OutputSet:
         self.targets: set[Path] = set()
 
     def commit(self) -> None:
-        publish_outputs(self.pending)
+        _publish(self.pending)
         self.pending.clear()
 
     def discard(self) -> None:
@@ -608,9 +608,19 @@ def output_set() -> Iterator[None]:
         raise
 
 
-def publish_outputs(pending: Sequence[tuple[str, Path]]) -> None:
-    """Rename finished temporary files onto their outputs, after checking every output first
-    (for writers, such as process pools, that make their temporary files themselves)."""
+def adopt_output(tmp: PathLike, path: PathLike) -> None:
+    """A finished temporary file written elsewhere (a process-pool worker, which cannot share the
+    set) joins the open `output_set`: renamed onto `path` with the others, removed on an error.
+    Outside a set it is renamed at once."""
+    outputs = _open_set.get()
+    if outputs is None:
+        _publish([(os.fspath(tmp), Path(path))])
+    else:
+        outputs.pending.append((os.fspath(tmp), Path(path)))
+
+
+def _publish(pending: Sequence[tuple[str, Path]]) -> None:
+    """Rename finished temporary files onto their outputs, after checking every output first."""
     for _, path in pending:
         check_output_path(path)
     for tmp, path in pending:

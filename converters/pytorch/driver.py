@@ -33,7 +33,7 @@ from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
-from chakra.io import TraceWriter, check_output_path, output_set, publish_outputs, rank_path
+from chakra.io import TraceWriter, adopt_output, check_output_path, output_set, rank_path
 from chakra.ranks import kineto_rank, rank_of_name, stated_rank
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
@@ -459,11 +459,12 @@ def convert_files(
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
-        # All or nothing: the comm-group file is written (to its temporary file) before any rank
-        # appears, and renamed after them.
+        # All or nothing: the workers' rank files and the comm-group file are one output set
+        # (renamed in that order, so the group file appears last, as a finished set's marker).
         with output_set():
+            for tmp, final in zip(tmp_paths, finals):
+                adopt_output(tmp, final)
             written = write_comm_groups(prefix, groups)
-            publish_outputs(list(zip(tmp_paths, finals)))
         for res, final in zip(results, finals):
             res["output"] = str(final)
         if written is not None:
