@@ -11,7 +11,7 @@ so an ET-only NCCL trace keeps all its collectives.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, Optional
 
@@ -78,17 +78,13 @@ class CommStats:
     merged: list[Op] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
+        """The summary keys, in field order; `gloo_thread_pools` first and only when counted."""
         out: dict[str, Any] = {} if self.gloo_thread_pools is None else {"gloo_thread_pools": self.gloo_thread_pools}
-        out.update(
-            collectives=self.collectives,
-            comm_calls=self.comm_calls,
-            comm_synthesized=self.comm_synthesized,
-            p2p_split_from_batches=self.p2p_split_from_batches,
-            comm_executors_merged=self.comm_executors_merged,
-            comm_pg_defaulted=self.comm_pg_defaulted,
-            unknown=self.unknown,
-        )
+        out.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in _NOT_SUMMARY)
         return out
+
+
+_NOT_SUMMARY = ("gloo_thread_pools", "merged")
 
 
 def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict]) -> CommStats:
