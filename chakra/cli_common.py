@@ -194,4 +194,4 @@ def load_traces(args: list[str], quiet: bool = False, *, stream: bool = False) -
         from chakra.columns import open_traces as read_traces  # noqa: F811
     with make_progress(quiet) as progress:
         task = progress.add_task("reading traces", total=None)
-        return read_traces(args, on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+        return read_traces(args, progress=lambda done, total: progress.update(task, completed=done, total=total))

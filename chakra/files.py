@@ -70,16 +70,21 @@ def check_input(path: PathLike, what: str = "input file", *, allow_stdin: bool =
         return
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        raise read_error(path, exc) from None
     kind = _kind(st.st_mode)
     if kind is not None:
         hint = "" if kind == "a directory" else "; save its content to a file first"
         raise InputError(f"{path}: is {kind}, not a regular file; expected a {what}{hint}")
+
+
+def read_error(path: PathLike, exc: OSError) -> InputError:
+    """The one-line error for an input that could not be opened or read."""
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{path}: no such file")
+    if isinstance(exc, PermissionError):
+        return InputError(f"{path}: permission denied")
+    return InputError(f"{path}: cannot read: {exc.strerror}")
 
 
 def is_special(path: PathLike) -> bool:
@@ -100,12 +105,8 @@ def read_bounded(path: PathLike, what: str, limit: int = MAX_CONFIG_BYTES, *, al
         else:
             with open(path, "rb") as f:
                 data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        raise read_error(path, exc) from None
     if len(data) > limit:
         raise InputError(f"{path}: larger than {limit >> 20} MiB; not a {what}")
     return data

@@ -35,6 +35,9 @@ from chakra.schema import pb
 from chakra.trace import Trace
 
 PathLike = Union[str, os.PathLike]
+#: The one shape of a progress callback: `progress(done, total)` after each step of long work;
+#: `total` is 0 while it is not known (a row count streamed from a database, say).
+Progress = Callable[[int, int], None]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -568,7 +571,7 @@ class _OutputSet:
         self.targets: set[Path] = set()
 
     def commit(self) -> None:
-        publish_outputs(self.pending)
+        _publish(self.pending)
         self.pending.clear()
 
     def discard(self) -> None:
@@ -605,9 +608,19 @@ def output_set() -> Iterator[None]:
         raise
 
 
-def publish_outputs(pending: Sequence[tuple[str, Path]]) -> None:
-    """Rename finished temporary files onto their outputs, after checking every output first
-    (for writers, such as process pools, that make their temporary files themselves)."""
+def adopt_output(tmp: PathLike, path: PathLike) -> None:
+    """A finished temporary file written elsewhere (a process-pool worker, which cannot share the
+    set) joins the open `output_set`: renamed onto `path` with the others, removed on an error.
+    Outside a set it is renamed at once."""
+    outputs = _open_set.get()
+    if outputs is None:
+        _publish([(os.fspath(tmp), Path(path))])
+    else:
+        outputs.pending.append((os.fspath(tmp), Path(path)))
+
+
+def _publish(pending: Sequence[tuple[str, Path]]) -> None:
+    """Rename finished temporary files onto their outputs, after checking every output first."""
     for _, path in pending:
         check_output_path(path)
     for tmp, path in pending:
@@ -839,10 +852,10 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
     return out
 
 
-def read_traces(args: Sequence[PathLike], on_progress: Optional[Callable[[int, int], None]] = None) -> list[Trace]:
+def read_traces(args: Sequence[PathLike], progress: Optional[Progress] = None) -> list[Trace]:
     """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order.
 
-    `on_progress(done, total)` is called after each file (the CLI drives a progress bar with it).
+    `progress(done, total)` is called after each file (the CLI drives a progress bar with it).
     """
     pairs = expand_trace_args(args)
     traces = []
@@ -851,6 +864,6 @@ def read_traces(args: Sequence[PathLike], on_progress: Optional[Callable[[int, i
         if trace.rank is None:
             trace.rank = i
         traces.append(trace)
-        if on_progress is not None:
-            on_progress(i + 1, len(pairs))
+        if progress is not None:
+            progress(i + 1, len(pairs))
     return traces

@@ -17,6 +17,12 @@ from chakra.errors import InputError
 _RANK_WORD = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+")
 _EXTENSIONS = (".gz", ".tgz", ".tar", ".json", ".trace", ".pt", ".sqlite", ".et")
+# A rank stated right before the extension: `et.3.json`, `rank_3.json.gz`, `w-3.pt.trace.json`.
+_STATED = re.compile(r"(?:^|[._-])(?:rank[_-]?)?(\d+)\.(?:json|pt\.trace\.json)(?:\.gz)?$", re.IGNORECASE)
+#: the rank a Kineto trace records in its `distributedInfo` block; group 1 is all before the number
+KINETO_RANK = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)(\d+)')
+#: how far into a Kineto trace `distributedInfo` is looked for (PyTorch writes it near the top)
+_KINETO_HEAD = 200_000
 
 
 def rank_word(path: Path) -> Optional[int]:
@@ -48,6 +54,34 @@ def rank_of(path: Path) -> Optional[int]:
         if m:
             return int(m.group(1))
     return None
+
+
+def _member(name: str) -> Path:
+    """An input name as a path: an archive member `a.tar:rank3/et.json` is its inside path."""
+    return Path(name.rsplit(":", 1)[-1])
+
+
+def rank_of_name(name: str) -> Optional[int]:
+    """`rank_of` for an input name, which may be an archive member (`a.tar:et.3.json`)."""
+    return rank_of(_member(name))
+
+
+def stated_rank(name: str) -> Optional[int]:
+    """The rank a file name states right before its extension (`et.3.json`, `rank_3.json.gz`), or None:
+    stricter than `rank_of`, for checking a name against the rank a trace records."""
+    m = _STATED.search(_member(name).name)
+    return int(m.group(1)) if m else None
+
+
+def kineto_rank(raw: bytes) -> Optional[int]:
+    """The rank a Kineto trace records (`distributedInfo.rank`), read from its head, or None."""
+    m = KINETO_RANK.search(raw[:_KINETO_HEAD])
+    return int(m.group(2)) if m else None
+
+
+def with_kineto_rank(raw: bytes, rank: int) -> bytes:
+    """The Kineto trace with its `distributedInfo.rank` set to `rank`."""
+    return KINETO_RANK.sub(lambda m: m.group(1) + str(rank).encode(), raw, count=1)
 
 
 def by_rank(files: Sequence[Path], kineto: Sequence[Path] = ()) -> dict[int, tuple[list[Path], list[Path]]]:

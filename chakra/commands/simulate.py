@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,69 +28,82 @@ from chakra.cli_common import (
 from chakra.errors import ChakraError, ConfigError, excerpt
 from chakra.files import create_temp, remove_stale_temps, write_error
 
+# The command's options, one line each in its signature below.
+_Network = typer.Option(
+    None,
+    "--network",
+    "-n",
+    help="ASTRA-sim analytical network YAML (default: what export astra-sim writes: a Ring of all ranks, "
+    "FullyConnected for 2, 50 GB/s, 500 ns).",
+)
+_System = typer.Option(
+    None, "--system", "-s", help="ASTRA-sim system JSON (default: bundled copy of ASTRA-sim's regression config)."
+)
+_Memory = typer.Option(None, "--memory", "-m", help="ASTRA-sim remote memory JSON.")
+_CommGroup = typer.Option(
+    None,
+    "--comm-group",
+    help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
+    "Default: PREFIX.comm_groups.json beside the traces, if any.",
+)
+_Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend.")
+_Comm = typer.Option(CommMode.model, "--comm", help="model: network model; replay: recorded duration_micros.")
+_Corrected = typer.Option(
+    False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
+)
+_Breakdown = typer.Option(
+    False,
+    "--astra-sim-breakdown",
+    help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
+)
+_Rendezvous = typer.Option(
+    False,
+    "--rendezvous-protocol",
+    help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's option of that name).",
+)
+_InjectionScale = typer.Option(
+    None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
+)
+_Queues = typer.Option(
+    1, "--num-queues-per-dim", help="Queues per network dimension (ASTRA-sim's option of that name)."
+)
+_CommScale = typer.Option(1.0, "--comm-scale", help="ASTRA-sim's --comm-scale: accepted, unused (as in ASTRA-sim 2.x).")
+_Policy = typer.Option(
+    "id",
+    "--policy",
+    help="Scheduling policy: id (smallest ready id, ASTRA-sim) or a name from chakra.sim.policies.",
+)
+_Slots = typer.Option(
+    None, "--slots", help="Ops in flight per rank and class, e.g. cpu=1,gpu=1,comm=2 (0 = unlimited)."
+)
+_Log = typer.Option(None, "--log", help="Write the timeline log (issue/callback CSV lines).")
+_Timeline = typer.Option(None, "--timeline", help="Write a Chrome/Perfetto trace JSON of the simulated run.")
+_MissingDeps = typer.Option(
+    MissingDeps.error,
+    "--missing-deps",
+    help="A dependency on a node id absent from the trace: error, or drop the edge (official converter output).",
+)
+
 
 def simulate_cmd(
     traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
-    network: Optional[Path] = typer.Option(
-        None,
-        "--network",
-        "-n",
-        help="ASTRA-sim analytical network YAML (default: what export astra-sim writes: a Ring of all ranks, "
-        "FullyConnected for 2, 50 GB/s, 500 ns).",
-    ),
-    system: Optional[Path] = typer.Option(
-        None, "--system", "-s", help="ASTRA-sim system JSON (default: bundled copy of ASTRA-sim's regression config)."
-    ),
-    memory: Optional[Path] = typer.Option(None, "--memory", "-m", help="ASTRA-sim remote memory JSON."),
-    comm_group: Optional[Path] = typer.Option(
-        None,
-        "--comm-group",
-        help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
-        "Default: PREFIX.comm_groups.json beside the traces, if any.",
-    ),
-    congestion: Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend."),
-    comm: CommMode = typer.Option(
-        CommMode.model, "--comm", help="model: network model; replay: recorded duration_micros."
-    ),
-    corrected: bool = typer.Option(
-        False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
-    ),
-    astra_sim_breakdown: bool = typer.Option(
-        False,
-        "--astra-sim-breakdown",
-        help="exposed comm as ASTRA-sim prints it (finish - sum of GPU compute) instead of the overlap-aware one.",
-    ),
-    rendezvous: bool = typer.Option(
-        False,
-        "--rendezvous-protocol",
-        help="Rendezvous protocol: an 8 KiB handshake before every message (ASTRA-sim's option of that name).",
-    ),
-    injection_scale: Optional[float] = typer.Option(
-        None, "--injection-scale", help="Multiply endpoint-delay (ASTRA-sim's --injection-scale)."
-    ),
-    num_queues_per_dim: int = typer.Option(
-        1, "--num-queues-per-dim", help="Queues per network dimension (ASTRA-sim's option of that name)."
-    ),
-    comm_scale: float = typer.Option(
-        1.0, "--comm-scale", help="ASTRA-sim's --comm-scale: accepted, unused (as in ASTRA-sim 2.x)."
-    ),
-    policy: str = typer.Option(
-        "id",
-        "--policy",
-        help="Scheduling policy: id (smallest ready id, ASTRA-sim) or a name from chakra.sim.policies.",
-    ),
-    slots: Optional[str] = typer.Option(
-        None, "--slots", help="Ops in flight per rank and class, e.g. cpu=1,gpu=1,comm=2 (0 = unlimited)."
-    ),
-    log: Optional[Path] = typer.Option(None, "--log", help="Write the timeline log (issue/callback CSV lines)."),
-    timeline: Optional[Path] = typer.Option(
-        None, "--timeline", help="Write a Chrome/Perfetto trace JSON of the simulated run."
-    ),
-    missing_deps: MissingDeps = typer.Option(
-        MissingDeps.error,
-        "--missing-deps",
-        help="A dependency on a node id absent from the trace: error, or drop the edge (official converter output).",
-    ),
+    network: Optional[Path] = _Network,
+    system: Optional[Path] = _System,
+    memory: Optional[Path] = _Memory,
+    comm_group: Optional[Path] = _CommGroup,
+    congestion: Congestion = _Congestion,
+    comm: CommMode = _Comm,
+    corrected: bool = _Corrected,
+    astra_sim_breakdown: bool = _Breakdown,
+    rendezvous: bool = _Rendezvous,
+    injection_scale: Optional[float] = _InjectionScale,
+    num_queues_per_dim: int = _Queues,
+    comm_scale: float = _CommScale,
+    policy: str = _Policy,
+    slots: Optional[str] = _Slots,
+    log: Optional[Path] = _Log,
+    timeline: Optional[Path] = _Timeline,
+    missing_deps: MissingDeps = _MissingDeps,
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -105,104 +120,119 @@ def simulate_cmd(
 
       [bold]chakra simulate out/ddp2 --log run.csv --timeline run.json[/]
     """
-    from chakra.sim import SimOptions, simulate
+    from chakra.files import STDIN
+    from chakra.sim import SimOptions
+    from chakra.sim.config import load_network, load_system
 
     with handle_errors():
-        from chakra.files import STDIN
-        from chakra.sim.config import load_network, load_system
-
+        # 1. the options, checked before any trace is read
+        options = SimOptions(
+            comm_groups=comm_group,
+            congestion=congestion.value,
+            comm_mode=comm.value,
+            compat=not corrected,
+            breakdown="astra-sim" if astra_sim_breakdown else "overlap",
+            rendezvous_protocol=rendezvous,
+            injection_scale=injection_scale,
+            num_queues_per_dim=num_queues_per_dim,
+            comm_scale=comm_scale,
+            policy=policy,
+            slots=_parse_slots(slots),
+            missing_deps=missing_deps.value,
+        )
         # A config on standard input can be read once: load it here for the simulation and the
         # ASTRA-sim checks alike.
         if network is not None and str(network) == STDIN:
             network = load_network(network)
         if system is not None and str(system) == STDIN:
             system = load_system(system)
-        log_path = log
-        tmp_log = None
-        if timeline is not None and log_path is None:
-            # Beside the timeline, under a name a later run can prove stale (chakra.files).
-            from chakra.io import check_output_path
-
-            check_output_path(timeline)
-            remove_stale_temps(timeline)
-            try:
-                fd, log_path = create_temp(timeline)
-            except OSError as exc:
-                raise write_error(timeline, exc) from None
-            os.close(fd)
-            tmp_log = log_path
-        try:
-            with make_progress(quiet) as bar:
-                task = bar.add_task("reading ranks", total=None)
-                options = SimOptions(
-                    comm_groups=comm_group,
-                    congestion=congestion.value,
-                    comm_mode=comm.value,
-                    log_path=log_path,
-                    compat=not corrected,
-                    breakdown="astra-sim" if astra_sim_breakdown else "overlap",
-                    rendezvous_protocol=rendezvous,
-                    injection_scale=injection_scale,
-                    num_queues_per_dim=num_queues_per_dim,
-                    comm_scale=comm_scale,
-                    policy=policy,
-                    slots=_parse_slots(slots),
-                    missing_deps=missing_deps.value,
-                    progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )
-                result = simulate(traces, network, system, memory, options=options)
+        # 2. the run, logged where asked (or to a temp file a timeline is drawn from)
+        with _event_log(log, timeline) as log_path:
+            result = _run(traces, network, system, memory, replace(options, log_path=log_path), quiet)
             if timeline is not None:
-                from chakra.visualizers.timeline import timeline_from_log
-
-                try:
-                    timeline_from_log(log_path, timeline)  # type: ignore[arg-type]
-                except ChakraError as exc:  # name the log the user knows, never an internal file
-                    if tmp_log is None:
-                        raise
-                    raise ChakraError(str(exc).replace(str(tmp_log), "the simulation's own log")) from None
-                info(f"wrote {timeline}", quiet)
-        finally:
-            if tmp_log is not None:
-                with contextlib.suppress(OSError):
-                    tmp_log.unlink()
+                _write_timeline(log_path, timeline, own_log=log is None, quiet=quiet)
         if log is not None:
             info(f"wrote {log}", quiet)
+        # 3. what came out
         for line in result.warnings:
             warn(line)
         _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
         if json_out:
             print_json(result.to_json())
-            return
-        s = result.settings
-        table = Table(
-            title=f"simulated: congestion-{s['congestion']}, comm {s['comm_mode']}, {s['compat']} model (times in ns)"
+        else:
+            _print_result(result, quiet)
+
+
+@contextlib.contextmanager
+def _event_log(log: Optional[Path], timeline: Optional[Path]) -> Iterator[Optional[Path]]:
+    """The log the simulator writes: `--log`, else (for `--timeline`) a temp file beside the timeline,
+    under a name a later run can prove stale (chakra.files), removed afterwards."""
+    if timeline is None or log is not None:
+        yield log
+        return
+    from chakra.io import check_output_path
+
+    check_output_path(timeline)
+    remove_stale_temps(timeline)
+    try:
+        fd, tmp_log = create_temp(timeline)
+    except OSError as exc:
+        raise write_error(timeline, exc) from None
+    os.close(fd)
+    try:
+        yield tmp_log
+    finally:
+        with contextlib.suppress(OSError):
+            tmp_log.unlink()
+
+
+def _run(traces: list[str], network, system, memory, options, quiet: bool):
+    """`chakra.sim.simulate` under a progress bar (ranks read, then nodes simulated)."""
+    from chakra.sim import simulate
+
+    with make_progress(quiet) as bar:
+        task = bar.add_task("reading ranks", total=None)
+        options = replace(options, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return simulate(traces, network, system, memory, options=options)
+
+
+def _write_timeline(log_path: Path, timeline: Path, own_log: bool, quiet: bool) -> None:
+    from chakra.visualizers.timeline import timeline_from_log
+
+    try:
+        timeline_from_log(log_path, timeline)
+    except ChakraError as exc:  # name the log the user knows, never an internal file
+        if not own_log:
+            raise
+        raise ChakraError(str(exc).replace(str(log_path), "the simulation's own log")) from None
+    info(f"wrote {timeline}", quiet)
+
+
+def _print_result(result, quiet: bool) -> None:
+    """Per-rank table (fastest, median and slowest beyond 32 ranks), finish time, replay note."""
+    s = result.settings
+    table = Table(
+        title=f"simulated: congestion-{s['congestion']}, comm {s['comm_mode']}, {s['compat']} model (times in ns)"
+    )
+    for col in ("rank", "finish", "compute", "comm", "exposed comm", "idle", "nodes"):
+        table.add_column(col, justify="right")
+    rows = sorted(result.ranks.items())
+    if len(rows) > 32:  # many ranks: the fastest, the median and the slowest; --json has all
+        by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
+        rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
+        table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
+    table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
+    for rank, r in rows:
+        cells = (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.idle_ns, r.nodes)
+        table.add_row(str(rank), *(f"{v:,}" for v in cells))
+    console.print(table)
+    console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)")
+    if s.get("replayed_collectives"):
+        info(
+            f"{s['replayed_collectives']} collective(s) replayed from duration_micros (BROADCAST, types "
+            "ASTRA-sim does not model, or no comm_type/comm_size)",
+            quiet,
         )
-        for col in ("rank", "finish", "compute", "comm", "exposed comm", "idle", "nodes"):
-            table.add_column(col, justify="right")
-        rows = sorted(result.ranks.items())
-        if len(rows) > 32:  # many ranks: the fastest, the median and the slowest; --json has all
-            by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
-            rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
-            table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
-        table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
-        for rank, r in rows:
-            table.add_row(
-                str(rank),
-                f"{r.finish_ns:,}",
-                f"{r.compute_ns:,}",
-                f"{r.comm_ns:,}",
-                f"{r.exposed_comm_ns:,}",
-                f"{r.idle_ns:,}",
-                f"{r.nodes:,}",
-            )
-        console.print(table)
-        console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)")
-        if s.get("replayed_collectives"):
-            info(
-                f"{s['replayed_collectives']} collective(s) replayed from duration_micros (BROADCAST, types "
-                "ASTRA-sim does not model, or no comm_type/comm_size)",
-                quiet,
-            )
 
 
 def _parse_slots(text: Optional[str]) -> Optional[dict[str, int]]:

@@ -15,8 +15,8 @@ SYNTHESIZE_HELP = (
     "The model learns the collective-type sequence (a Markov chain), message sizes per type (Gaussian "
     "mixtures), compute nodes between comm events, compute durations per operator class, and how soon work "
     "depends on each comm node. The output keeps the replay invariants: members of a process group issue the "
-    "same collectives in the same order, and every send has its receive. --report prints a KS statistic per "
-    "quantity, real vs synthetic.\n\n"
+    "same collectives in the same order, and every send has its receive. --fidelity (or --report) prints a KS "
+    "statistic per quantity, real vs synthetic.\n\n"
     "Needs scikit-learn: pip install 'chakra-et\\[synth]'.\n\n"
     "Example: chakra synthesize real/ddp --ranks 64 --seed 3 --obfuscate --report -o out/synth"
 )
@@ -35,7 +35,9 @@ def synthesize_cmd(
     length: Optional[int] = typer.Option(
         None, "--length", help="Comm events per rank (default: drawn from the inputs)."
     ),
-    report: bool = typer.Option(False, "--report", help="Compare real and synthetic distributions (KS per quantity)."),
+    fidelity: bool = typer.Option(
+        False, "--fidelity", "--report", help="Compare real and synthetic distributions (KS per quantity)."
+    ),
     metadata_node: bool = MetadataNodeOption,
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
@@ -51,7 +53,7 @@ def synthesize_cmd(
             traces = read_traces([arg])
             info(f"read {len(traces)} rank(s) from {arg}", quiet)
             jobs.append(traces)
-        result = synthesize(jobs, ranks, seed=seed, obfuscate=obfuscate, report=report, length=length)
+        result = synthesize(jobs, ranks, seed=seed, obfuscate=obfuscate, fidelity=fidelity, length=length)
         paths = result.workload.save(output, metadata_node=metadata_node)
         summary = {
             "ranks": ranks,
@@ -60,20 +62,20 @@ def synthesize_cmd(
             "model": result.model.summary(),
             "seconds": round(time.perf_counter() - started, 3),
         }
-        if report:
-            summary["report"] = [row.to_json() for row in result.report]
+        if fidelity:
+            summary["fidelity"] = [row.to_json() for row in result.fidelity]
         if as_json:
             print_json(summary)
             return
         info(f"wrote {len(paths)} rank trace(s) ({summary['nodes']:,} nodes) to {output}.<rank>.et", quiet)
-        if report:
+        if fidelity:
             from rich.markup import escape
             from rich.table import Table
 
             table = Table(title="real vs synthetic")
             for col in ("quantity", "measure", "real n", "synthetic n", "statistic", "p-value"):
                 table.add_column(col, justify="left" if col == "quantity" else "right", no_wrap=col == "quantity")
-            for row in result.report:
+            for row in result.fidelity:
                 p = "-" if row.p_value is None else f"{row.p_value:.3g}"
                 table.add_row(
                     escape(row.quantity), row.measure, str(row.real_n), str(row.synth_n), f"{row.statistic:.3f}", p

@@ -19,11 +19,10 @@ from chakra.commgroups import write_comm_groups
 from chakra.converters.batch import BatchTask
 from chakra.errors import InputError
 from chakra.files import remove_stale_temps
+from chakra.io import Progress
 from chakra.validate import Report, check_cross_rank_summaries
 
 from .inputs import expand
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass
@@ -42,7 +41,8 @@ class RankOutcome:
 @dataclass
 class BatchResult:
     ranks: list[RankOutcome]
-    report: Report
+    #: the cross-rank check of the converted set (validate's findings)
+    cross_rank: Report
     wall_s: float = 0.0
     workers: int = 0
 
@@ -54,7 +54,7 @@ class BatchResult:
         return {
             "ranks": [r.to_json() for r in self.ranks],
             "failed": len(self.failed),
-            "cross_rank": self.report.to_json(),
+            "cross_rank": self.cross_rank.to_json(),
             "wall_s": round(self.wall_s, 3),
             "workers": self.workers,
         }
@@ -138,17 +138,17 @@ def convert_batch(
         raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
     tasks = plugin.batch_tasks(files, companions, prefix, dict(options or {}), _run_on_workers(client))
     outcomes = _run_tasks(client, fmt, tasks, progress)
-    report = Report(ranks=[o.rank for o in outcomes if o.error is None])
+    cross_rank = Report(ranks=[o.rank for o in outcomes if o.error is None])
     summaries = [o.stats.pop("_comm") for o in outcomes if o.error is None]
-    report.nodes = sum(int(o.stats.get("nodes", 0)) for o in outcomes if o.error is None)
+    cross_rank.nodes = sum(int(o.stats.get("nodes", 0)) for o in outcomes if o.error is None)
     # Process groups go beside the traces (ASTRA-sim's comm-group file), as the plain converter does.
     groups: dict[str, list[int]] = {}
     for o in outcomes:
         if o.error is None:
             groups.update(o.stats.get("process_groups") or {})
     write_comm_groups(prefix, groups)
-    check_cross_rank_summaries(summaries, report, groups)
-    return BatchResult(outcomes, report, time.perf_counter() - t0, _workers(client))
+    check_cross_rank_summaries(summaries, cross_rank, groups)
+    return BatchResult(outcomes, cross_rank, time.perf_counter() - t0, _workers(client))
 
 
 def _run_tasks(client: Any, fmt: str, tasks: list[BatchTask], progress: Optional[Progress]) -> list[RankOutcome]:

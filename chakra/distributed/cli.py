@@ -62,7 +62,7 @@ def run_batch(
                 soft_wrap=True,
                 markup=True,
             )
-        rep = result.report
+        rep = result.cross_rank
         for f in rep.findings:
             (warn if f.severity == "warning" else _error_line)(f"cross-rank: {f.message}")
         if result.failed:
@@ -93,7 +93,7 @@ def _print(result: Any) -> None:
         table.caption = f"{len(result.ranks)} ranks: first and last 16 shown (--json for all)"
     console.print(table)
     ok = len(result.ranks) - len(result.failed)
-    rep = result.report
+    rep = result.cross_rank
     console.print(
         f"{ok} of {len(result.ranks)} rank(s) converted; cross-rank check: "
         + ("[green]ok[/]" if rep.ok else f"[red]{rep.error_count} error(s)[/]")

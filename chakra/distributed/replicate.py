@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-_RANK = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)\d+')
+from chakra.ranks import with_kineto_rank
+
 _WORLD = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"world_size"\s*:\s*)\d+')
 
 
@@ -27,6 +28,6 @@ def replicate_pair(et: Path, kineto: Path, out_dir: Path, ranks: Iterable[int]) 
     for r in ranks:
         e, k = out_dir / f"et.{r}.json", out_dir / f"kineto.{r}.json"
         e.write_bytes(et_raw)
-        k.write_bytes(_RANK.sub(lambda m, r=r: m.group(1) + str(r).encode(), kin_raw, count=1))
+        k.write_bytes(with_kineto_rank(kin_raw, r))
         pairs.append((e, k))
     return pairs

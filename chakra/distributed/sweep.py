@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from chakra.errors import ChakraError, ConfigError, InputError
 from chakra.files import remove_stale_temps, temp_path, write_error
+from chakra.io import Progress
 
 from .grid import Grid, Point, expand
 
@@ -305,7 +306,7 @@ def run_sweep(
     *,
     client: Any,
     retry_errors: bool = False,
-    progress: Optional[Callable[[int, int], None]] = None,
+    progress: Optional[Progress] = None,
     plan: Optional[SweepPlan] = None,
 ) -> SweepSummary:
     """Simulate every point of `grid` not yet in RESULTS; rewrite RESULTS as points finish.

@@ -9,12 +9,15 @@ below are imported on first use so that listing the formats stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
+
+if TYPE_CHECKING:
+    from chakra.io import Progress
 
 NAME = "bigsim"
 DESCRIPTION = "BigSim (Charm++) bgTrace logs, v0-6, or their ASCII detail dumps: one trace per simulated processor."
@@ -66,10 +69,10 @@ def write_traces(
     prefix: Path,
     *,
     serialize: bool = False,
-    on_progress: Optional[Callable[[int, int], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """Convert `log` and write PREFIX.<proc>.et for every proc, one at a time (bounded memory),
-    all or nothing. `on_progress(done, total)` is called after each file."""
+    all or nothing. `progress(done, total)` is called after each file."""
     from chakra.converters.bigsim.translate import convert_log, iter_traces
     from chakra.io import TraceWriter, output_set, rank_path
 
@@ -84,8 +87,8 @@ def write_traces(
                 w.write_nodes(trace.nodes)
             summary.outputs.append(str(path))
             done += 1
-            if on_progress is not None:
-                on_progress(done, log.total_procs)
+            if progress is not None:
+                progress(done, log.total_procs)
     if summary is None:  # a machine without procs
         _, summary = convert_log(log)
     return summary
@@ -98,15 +101,15 @@ def convert(
     prefer_detail: bool = False,
     workers_per_node: Optional[int] = None,
     serialize: bool = False,
-    on_progress: Optional[Callable[[int, int], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> ConversionResult:
     """Read the logs the inputs name, write PREFIX.<proc>.et; the summary is `ConversionSummary.to_json()`.
 
-    Progress goes to `on_progress(done, total)` (the CLI draws the bar)."""
+    Progress goes to `progress(done, total)` (the CLI draws the bar)."""
     from chakra.converters.bigsim.inputs import load_logs
 
     log = load_logs([Path(p) for p in inputs], prefer_detail=prefer_detail, workers_per_node=workers_per_node)
-    summary = write_traces(log, Path(prefix), serialize=serialize, on_progress=on_progress)
+    summary = write_traces(log, Path(prefix), serialize=serialize, progress=progress)
     return ConversionResult([Path(p) for p in summary.outputs], summary.to_json(), list(summary.notes))
 
 

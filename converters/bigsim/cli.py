@@ -46,15 +46,15 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
           chakra convert bigsim logs/ -o out/app --json     (summary for scripts)
         """  # noqa: E501
         with handle_errors():
-            with make_progress(quiet or json_out) as progress:
-                task = progress.add_task("writing traces", total=None)
+            with make_progress(quiet or json_out) as bar:
+                task = bar.add_task("writing traces", total=None)
                 result = convert(
                     inputs,
                     output,
                     prefer_detail=detail,
                     workers_per_node=workers_per_node,
                     serialize=serialize,
-                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                    progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )
             for note in result.warnings:
                 warn(note)

@@ -12,10 +12,13 @@ import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from chakra.converters.result import ConversionResult
 from chakra.errors import InputError
+
+if TYPE_CHECKING:
+    from chakra.io import Progress
 
 NAME = "cupti"
 DESCRIPTION = "CUPTI activity records as JSON (Daydream-style: kernels, memcpy, runtime/driver API, sync, NVTX)"
@@ -38,7 +41,7 @@ def convert_records(
     per: str = "device",
     gaps: bool = True,
     copy_engine_order: bool = True,
-    progress: Optional[Callable[[str, int], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> Any:
     """Convert CUPTI JSON record files: load each into a temporary nsys-shaped SQLite, then build the graph.
 
@@ -74,7 +77,7 @@ def convert(
     per: str = "device",
     gaps: bool = True,
     copy_engine_order: bool = True,
-    progress: Optional[Callable[[str, int], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> ConversionResult:
     """Convert CUPTI record files with the nsys task graph (same options as `convert nsys`)."""
     from chakra.converters.daydream.driver import plugin_result

@@ -35,6 +35,7 @@ from chakra.converters.daydream import nccl
 from chakra.converters.daydream.ranks import RankPlan
 from chakra.converters.daydream.schema import split_global_id, strip_version
 from chakra.converters.daydream.source import K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_NVTX
+from chakra.io import Progress
 from chakra.schema import NodeType, pb
 from chakra.schema.attrs import CONVENTIONS, set_attrs
 
@@ -246,7 +247,7 @@ class Builder:
 
     # ---------------------------------------------------------------- driver
 
-    def run(self, events: Iterable[tuple], progress: Optional[Callable[[int], None]] = None) -> None:
+    def run(self, events: Iterable[tuple], progress: Optional[Progress] = None) -> None:
         heap = self.held_heap
         for ev in events:
             start = ev[0]
@@ -261,11 +262,11 @@ class Builder:
                 self._gpu(ev)
             self.rows += 1
             if progress is not None and not self.rows & 0xFFFF:
-                progress(self.rows)
+                progress(self.rows, 0)
         while heap:
             self._release(heapq.heappop(heap)[2])
         if progress is not None:
-            progress(self.rows)
+            progress(self.rows, 0)
 
     # ---------------------------------------------------------------- helpers
 
@@ -514,13 +515,7 @@ class Builder:
             duration = max(0, e_us - max(s_us, waited_end))
         elif mode[0] != "copy":
             attrs["sync"] = sync_kind
-        seen: set[int] = set()
-        ids = []
-        for d, kind in deps:
-            if d not in seen:
-                seen.add(d)
-                ids.append(d)
-                rank.counts[kind] += 1
+        ids = _dep_ids(rank, deps)
         node = _node(th.tmpl[info["kind"]], held.node_id, held.name, NodeType.COMP_NODE, ids, duration, s_us)
         set_attrs(node, attrs)
         held.mode = ("done",)
@@ -585,13 +580,7 @@ class Builder:
         launch = self._launch_deps(rank, st, ev, nid, e_us, deps, extra)
         name, node_type = self._gpu_task(rank, ev, nid, launch, deps, attrs, extra)
         self._stream_deps(rank, st, gpid, dev, sid, corr_key, deps)
-        seen: set[int] = set()
-        ids = []
-        for d, dk in deps:
-            if d not in seen:
-                seen.add(d)
-                ids.append(d)
-                rank.counts[dk] += 1
+        ids = _dep_ids(rank, deps)
         node = _node(st.tmpl[_GPU_KIND[kind]], nid, name, node_type, ids, e_us - s_us, s_us)
         for attr_name, value in extra:
             _add(node, attr_name, value)
@@ -777,3 +766,15 @@ class Builder:
         self.comm_last[key] = nid
         rank.counts["collectives"] += 1
         return NodeType.COMM_COLL_NODE
+
+
+def _dep_ids(rank: Any, deps: Iterable[tuple[int, str]]) -> list[int]:
+    """The distinct dependency ids in order, each counted once by its kind in the rank's summary."""
+    seen: set[int] = set()
+    ids = []
+    for d, kind in deps:
+        if d not in seen:
+            seen.add(d)
+            ids.append(d)
+            rank.counts[kind] += 1
+    return ids

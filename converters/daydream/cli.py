@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import typer
 
@@ -27,16 +27,9 @@ EngineOption = typer.Option(
 
 def run_with_progress(fn: Callable, quiet: bool):
     """Run fn(progress_callback) with a spinner counting rows on stderr."""
-    with make_progress(quiet) as progress:
-        task: Optional[int] = None
-
-        def cb(name: str, rows: int) -> None:
-            nonlocal task
-            if task is None:
-                task = progress.add_task(f"converting {Path(name).name}", total=None)
-            progress.update(task, completed=rows)
-
-        return fn(cb)
+    with make_progress(quiet) as bar:
+        task = bar.add_task("converting rows", total=None)
+        return fn(lambda rows, _total: bar.update(task, completed=rows))
 
 
 def print_summary(result: ConversionResult, quiet: bool, as_json: bool) -> None:

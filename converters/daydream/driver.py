@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from chakra.converters.daydream import source
 from chakra.converters.daydream.build import DEP_KINDS, Builder, Options
@@ -14,7 +14,7 @@ from chakra.converters.daydream.ranks import copy_engines, plan_ranks, stream_fl
 from chakra.converters.daydream.schema import Report, open_report
 from chakra.converters.result import ConversionResult
 from chakra.errors import TraceFormatError
-from chakra.io import TraceWriter, output_set, rank_path
+from chakra.io import Progress, TraceWriter, output_set, rank_path
 from chakra.trace import make_metadata
 
 
@@ -71,7 +71,7 @@ def convert_reports(
     per: str = "device",
     gaps: bool = True,
     copy_engine_order: bool = True,
-    progress: Optional[Callable[[str, int], None]] = None,
+    progress: Optional[Progress] = None,
     display: Optional[Sequence[Path]] = None,
     rank_offset: int = 0,
 ) -> ConvertResult:
@@ -124,7 +124,7 @@ def _convert_one(
     options: Options,
     result: ConvertResult,
     writers: list[TraceWriter],
-    progress: Optional[Callable[[str, int], None]],
+    progress: Optional[Progress],
 ) -> int:
     try:
         plan = plan_ranks(report, per)
@@ -143,8 +143,7 @@ def _convert_one(
             options=options,
             rank_offset=offset,
         )
-        cb = (lambda n: progress(str(report.display), n)) if progress is not None else None
-        builder.run(source.events(report), cb)
+        builder.run(source.events(report), progress)
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(report.display, f"unreadable SQLite data: {exc}") from None
     for i, (key, state) in enumerate(zip(plan.keys, builder.ranks)):

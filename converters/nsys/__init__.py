@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
+
+if TYPE_CHECKING:
+    from chakra.io import Progress
 
 NAME = "nsys"
 DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite): kernels, copies, CUDA API, NVTX, NCCL"
@@ -39,7 +42,7 @@ def convert(
     per: str = "device",
     gaps: bool = True,
     copy_engine_order: bool = True,
-    progress: Optional[Callable[[str, int], None]] = None,
+    progress: Optional[Progress] = None,
 ) -> ConversionResult:
     """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
     from chakra.converters.daydream.driver import convert_reports, plugin_result

@@ -11,6 +11,7 @@ so an ET-only NCCL trace keeps all its collectives.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, Optional
 
@@ -60,16 +61,67 @@ class Call:
         self.keys: Optional[set] = None
 
 
-def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, Any]) -> list[Op]:
-    """Mark comm executors (kind COMM, .comm set); returns the ops merged away (to drop)."""
+@dataclass
+class CommStats:
+    """What `map_comms` found, for the rank's conversion summary (`as_dict()` gives its keys)."""
+
+    collectives: dict[str, dict[str, int]] = field(default_factory=dict)
+    comm_calls: int = 0
+    comm_synthesized: int = 0
+    p2p_split_from_batches: int = 0
+    comm_executors_merged: int = 0
+    comm_pg_defaulted: int = 0
+    unknown: dict[str, int] = field(default_factory=dict)
+    #: run-loop thread pools of gloo executors; None when the rank has a single process group
+    gloo_thread_pools: Optional[int] = None
+    #: executors merged into their call's comm node: the caller drops them
+    merged: list[Op] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary keys, in field order; `gloo_thread_pools` first and only when counted."""
+        out: dict[str, Any] = {} if self.gloo_thread_pools is None else {"gloo_thread_pools": self.gloo_thread_pools}
+        out.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in _NOT_SUMMARY)
+        return out
+
+
+_NOT_SUMMARY = ("gloo_thread_pools", "merged")
+
+
+def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict]) -> CommStats:
+    """Mark comm executors (kind COMM, .comm set) and synthesise comm nodes for calls without one.
+
+    Five phases: find the calls, find the executors, pair each executor with its call, give every
+    call one comm node, then settle process groups and p2p peers. `CommStats.merged` lists the ops
+    merged away (to drop)."""
     # Only NCCL kernels are COMM so far; every other op that matters has a comm name prefix.
     # (filtered first, then sorted by id: a big trace has ~100k ops and a handful of comm ones)
     order = sorted((op for op in ops.values() if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)), key=_ID)
-    has_kernels = any(op.kind == COMM for op in order)
-    calls: dict[int, Call] = {}
     unknown: Counter = Counter()
+    calls = _find_calls(order, ops, unknown)
+    executors = _find_executors(order)
+    call_list = sorted(calls.values(), key=lambda c: c.op.id)
+    batch_kernels = _pair_executors(executors, ops, calls, call_list, unknown)
+    split_p2p = _split_batches(batch_kernels, call_list, unknown)
+    merged = [k for k in batch_kernels if k.kind == COMM]
+    synthesized = _place_comm_nodes(call_list, split_p2p, ops, merged)
+    stats = CommStats(
+        comm_calls=len(call_list),
+        comm_synthesized=synthesized,
+        p2p_split_from_batches=len(split_p2p),
+        comm_executors_merged=len(merged),
+        merged=merged,
+    )
+    _settle_groups(ops, rank, pgs, stats)
+    stats.unknown = dict(unknown)
+    return stats
+
+
+def _find_calls(order: list[Op], ops: dict[int, Op], unknown: Counter) -> dict[int, Call]:
+    """Phase 1: the collective calls (`c10d::<op>`, else `record_param_comms`), by op id.
+
+    A `record_param_comms` under a c10d call refines that call's info instead of being one."""
+    calls: dict[int, Call] = {}
     for op in order:
-        oid = op.id
         if op.kind != CPU:
             continue
         name = op.name
@@ -84,7 +136,7 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
                 ):
                     unknown[name] += 1
                 continue
-            calls[oid] = Call(op, info)
+            calls[op.id] = Call(op, info)
         elif name == "record_param_comms":
             info = comms.from_record_param_comms(op)
             if info is None and op.kargs:
@@ -95,8 +147,13 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
             if anc is not None:
                 _refine(anc.info, info)
             else:
-                calls[oid] = Call(op, info)
-    # Executors.
+                calls[op.id] = Call(op, info)
+    return calls
+
+
+def _find_executors(order: list[Op]) -> list[Op]:
+    """Phase 2: what moved the data: NCCL kernels, gloo:/nccl: ops (those become COMM)."""
+    has_kernels = any(op.kind == COMM for op in order)
     executors: list[Op] = []
     for op in order:
         if op.kind == COMM:  # NCCL kernels (set by add_gpu_ops)
@@ -106,70 +163,98 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
                 continue  # with kernels present, nccl:<op> is only the host-side launch
             op.kind = COMM
             executors.append(op)
-    merged: list[Op] = []
+    return executors
+
+
+def _pair_executors(
+    executors: list[Op], ops: dict[int, Op], calls: dict[int, Call], call_list: list[Call], unknown: Counter
+) -> list[Op]:
+    """Phase 3: each executor joins its call; one without a call stands alone when it says what it
+    does, else goes back to compute (counted unknown). Returns the batched send/recv kernels left
+    for `_split_batches`."""
     batch_kernels: list[Op] = []
-    call_list = sorted(calls.values(), key=lambda c: c.op.id)
     for ex in executors:
         call = _find_call(ex, ops, calls, call_list)
         if call is not None:
             call.executors.append(ex)
-        else:
-            info = _standalone_info(ex)
-            if info is None:
-                if comms.executor_coll(ex.name) == "sendrecv":
-                    batch_kernels.append(ex)
-                    continue
-                ex.kind = GPU if ex.thread and isinstance(ex.thread, tuple) else CPU
-                unknown[ex.name] += 1
+            continue
+        info = _standalone_info(ex)
+        if info is None:
+            if comms.executor_coll(ex.name) == "sendrecv":
+                batch_kernels.append(ex)
                 continue
-            ex.comm = info
-            ex.launcher = ex.launcher or _cpu_parent(ex, ops)
-    split_p2p = _split_batches(batch_kernels, call_list, unknown)
-    merged.extend(k for k in batch_kernels if k.kind == COMM)
+            ex.kind = GPU if ex.thread and isinstance(ex.thread, tuple) else CPU
+            unknown[ex.name] += 1
+            continue
+        ex.comm = info
+        ex.launcher = ex.launcher or _cpu_parent(ex, ops)
+    return batch_kernels
+
+
+def _place_comm_nodes(call_list: list[Call], split_p2p: dict, ops: dict[int, Op], merged: list[Op]) -> int:
+    """Phase 4: every call gets ONE comm node: its first executor (the others are appended to
+    `merged`), a node per send/recv of a batch kernel, or a synthesised one. Returns how many were
+    synthesised without any executor."""
     synthesized = 0
     next_id = max(ops, default=1) + 1
     for call in call_list:
         if not call.executors or call in split_p2p:
             kernel = split_p2p.get(call)
-            syn = Op(next_id, _syn_name(call), call.op.id, COMM)
+            ops[next_id] = _synthesize(call, next_id, kernel)
             next_id += 1
-            syn.comm = call.info
-            syn.launcher = call.op
-            syn.tid = call.op.tid
-            if kernel is not None:
-                # One node per send/recv of the batch, all spanning the batch kernel, in parallel.
-                syn.ts, syn.end, syn.stream, syn.device = kernel.ts, kernel.end, kernel.stream, kernel.device
-                syn.thread = (*kernel.thread, "p2p", syn.id) if isinstance(kernel.thread, tuple) else None
-                syn.launcher = kernel.launcher or call.op
-            elif call.op.end is not None:
-                syn.ts = syn.end = call.op.end
-            ops[syn.id] = syn
             synthesized += kernel is None
-            continue
-        exs = sorted(call.executors, key=lambda e: (e.ts if e.ts is not None else 0, e.id))
-        head = exs[0]
-        info = call.info
-        ex_coll = comms.executor_coll(head.name)
-        if info.size == 0 and head.kargs:
-            kinfo = comms.from_kineto_args(head.kargs)
-            if kinfo is not None:
-                _refine(info, kinfo)
-        if info.size == 0 and head.inputs:
-            info.size = comms.tensor_bytes(head.inputs[0])
-        if info.coll is None and ex_coll not in (None, "unknown", "sendrecv"):
-            info.coll = ex_coll
-        head.comm = info
-        if head.launcher is None:
-            head.launcher = call.op
-        for other in exs[1:]:
-            if other.ts is not None and head.end is not None and other.end is not None:
-                head.end = max(head.end, other.end)
-            merged.append(other)
-    # Process groups, ranks, defaults.
+        else:
+            merged.extend(_merge_executors(call))
+    return synthesized
+
+
+def _synthesize(call: Call, node_id: int, kernel: Optional[Op]) -> Op:
+    syn = Op(node_id, _syn_name(call), call.op.id, COMM)
+    syn.comm = call.info
+    syn.launcher = call.op
+    syn.tid = call.op.tid
+    if kernel is not None:
+        # One node per send/recv of the batch, all spanning the batch kernel, in parallel.
+        syn.ts, syn.end, syn.stream, syn.device = kernel.ts, kernel.end, kernel.stream, kernel.device
+        syn.thread = (*kernel.thread, "p2p", syn.id) if isinstance(kernel.thread, tuple) else None
+        syn.launcher = kernel.launcher or call.op
+    elif call.op.end is not None:
+        syn.ts = syn.end = call.op.end
+    return syn
+
+
+def _merge_executors(call: Call) -> list[Op]:
+    """The call's earliest executor carries its comm info (completed from the executor) and spans
+    to the last one's end; returns the others, merged away."""
+    exs = sorted(call.executors, key=lambda e: (e.ts if e.ts is not None else 0, e.id))
+    head = exs[0]
+    info = call.info
+    ex_coll = comms.executor_coll(head.name)
+    if info.size == 0 and head.kargs:
+        kinfo = comms.from_kineto_args(head.kargs)
+        if kinfo is not None:
+            _refine(info, kinfo)
+    if info.size == 0 and head.inputs:
+        info.size = comms.tensor_bytes(head.inputs[0])
+    if info.coll is None and ex_coll not in (None, "unknown", "sendrecv"):
+        info.coll = ex_coll
+    head.comm = info
+    if head.launcher is None:
+        head.launcher = call.op
+    for other in exs[1:]:
+        if other.ts is not None and head.end is not None and other.end is not None:
+            head.end = max(head.end, other.end)
+    return exs[1:]
+
+
+def _settle_groups(ops: dict[int, Op], rank: int, pgs: list[dict], stats: CommStats) -> None:
+    """Phase 5: a process group for every comm node (gloo's from its thread pool, else the
+    default), p2p source/destination ranks, and per-collective counts and bytes."""
     default_pg = str(pgs[0].get("pg_name", "0")) if len(pgs) == 1 else "0"
     pg_ranks = {str(g.get("pg_name")): list(g.get("ranks") or []) for g in pgs}
-    pool_pg = _gloo_pools(ops, pgs, stats) if len(pgs) > 1 else {}
-    defaulted = 0
+    pool_pg: dict = {}
+    if len(pgs) > 1:
+        stats.gloo_thread_pools, pool_pg = _gloo_pools(ops, pgs)
     counts: Counter = Counter()
     sizes: Counter = Counter()
     for op in ops.values():
@@ -178,7 +263,7 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
             continue
         if not info.pg_name:
             info.pg_name = pool_pg.get(op.thread, default_pg)
-            defaulted += op.thread not in pool_pg
+            stats.comm_pg_defaulted += op.thread not in pool_pg
         label = info.coll if isinstance(info.coll, str) else CollectiveType(info.coll).name
         counts[label] += 1
         sizes[label] += info.size
@@ -187,18 +272,11 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict], stats: dict[str, A
             peer = members[info.peer] if 0 <= info.peer < len(members) else info.peer
             op.extra = dict(op.extra or {}, comm_src=rank if info.coll == SEND else peer,
                             comm_dst=peer if info.coll == SEND else rank)  # fmt: skip
-    stats["collectives"] = {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)}
-    stats["comm_calls"] = len(call_list)
-    stats["comm_synthesized"] = synthesized
-    stats["p2p_split_from_batches"] = len(split_p2p)
-    stats["comm_executors_merged"] = len(merged)
-    stats["comm_pg_defaulted"] = defaulted
-    stats["unknown"] = dict(unknown)
-    return merged
+    stats.collectives = {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)}
 
 
-def _gloo_pools(ops: dict[int, Op], pgs: list[dict], stats: dict[str, Any]) -> dict:
-    """Kineto thread -> pg_name of gloo executors, from the process groups' thread pools.
+def _gloo_pools(ops: dict[int, Op], pgs: list[dict]) -> tuple[int, dict]:
+    """How many gloo run-loop thread pools, and Kineto thread -> pg_name of gloo executors.
 
     gloo records no process group on its calls, but every ProcessGroupGloo runs its collectives
     on a pool of its own run-loop threads, created together (consecutive thread ids) when the group
@@ -214,10 +292,9 @@ def _gloo_pools(ops: dict[int, Op], pgs: list[dict], stats: dict[str, Any]) -> d
             pools[-1].append(tid)
         else:
             pools.append([tid])
-    stats["gloo_thread_pools"] = len(pools)
     if len(pools) != len(pgs):
-        return {}
-    return {tid: str(g.get("pg_name")) for pool, g in zip(pools, pgs) for tid in pool}
+        return len(pools), {}
+    return len(pools), {tid: str(g.get("pg_name")) for pool, g in zip(pools, pgs) for tid in pool}
 
 
 def _split_batches(kernels: list[Op], call_list: list[Call], unknown: Counter) -> dict:

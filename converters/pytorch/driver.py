@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -34,7 +33,8 @@ from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
-from chakra.io import TraceWriter, check_output_path, output_set, publish_outputs, rank_path
+from chakra.io import TraceWriter, adopt_output, check_output_path, output_set, rank_path
+from chakra.ranks import kineto_rank, rank_of_name, stated_rank
 from chakra.schema import NodeType, node_type_name, pb
 from chakra.trace import Trace, make_metadata
 
@@ -121,7 +121,9 @@ def _convert_rank(
         for op in et.pg_init:  # nothing depends on it (the builder emits it on its own)
             ops.pop(op.id, None)
         dropped["process_group:init METADATA node (--metadata-node keeps it)"] += len(et.pg_init)
-    merged = map_comms(ops, rank, pgs, stats)
+    comm_stats = map_comms(ops, rank, pgs)
+    stats.update(comm_stats.as_dict())
+    merged = comm_stats.merged
     for m in merged:
         del ops[m.id]
     if merged:
@@ -285,18 +287,6 @@ def _summarise(stats: dict, type_counts: Counter, ops: list, dropped: Counter, t
 # Files and ranks
 
 
-_NUM = re.compile(r"\d+")
-
-
-def rank_from_name(name: str) -> Optional[int]:
-    base = name.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    for ext in (".gz", ".json", ".tar", ".tgz"):
-        if base.endswith(ext):
-            base = base[: -len(ext)]
-    nums = _NUM.findall(base)
-    return int(nums[-1]) if nums else None
-
-
 def classify(name: str, raw: bytes) -> str:
     head = raw[:65536]
     if sniff_et_head(head):
@@ -334,19 +324,19 @@ def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> lis
     if not ets and not kins:
         raise InputError("no input files")
     et_ranks = _assign_ranks([n for n, _ in ets], None)
-    kin_ranks = _assign_ranks([n for n, _ in kins], [_kineto_rank(raw) for _, raw in kins])
+    kin_ranks = _assign_ranks([n for n, _ in kins], [kineto_rank(raw) for _, raw in kins])
     if ets and kins:
         if len(ets) == 1 and len(kins) == 1:
             # One pair: Kineto's distributedInfo decides, but a rank spelled in the ET's name
             # (et.1.json, trace_rank1.json) must agree with it: a mix-up of two ranks' files links
             # (DDP ranks look alike) and would silently give a wrong trace.
-            kineto_rank, named_rank = _kineto_rank(kins[0][1]), _explicit_rank(ets[0][0])
-            if kineto_rank is not None and named_rank is not None and kineto_rank != named_rank:
+            recorded, named_rank = kineto_rank(kins[0][1]), stated_rank(ets[0][0])
+            if recorded is not None and named_rank is not None and recorded != named_rank:
                 raise InputError(
                     f"ranks do not pair: {ets[0][0]} is rank {named_rank} by its name but {kins[0][0]} "
-                    f"is rank {kineto_rank} (distributedInfo)"
+                    f"is rank {recorded} (distributedInfo)"
                 )
-            et_ranks = kin_ranks = [kineto_rank if kineto_rank is not None else et_ranks[0]]
+            et_ranks = kin_ranks = [recorded if recorded is not None else et_ranks[0]]
         if sorted(et_ranks) != sorted(kin_ranks):
             raise InputError(
                 f"ranks do not pair: ET files give ranks {sorted(et_ranks)}, Kineto files give {sorted(kin_ranks)}"
@@ -360,20 +350,6 @@ def gather_inputs(et_paths: Sequence[Path], kineto_paths: Sequence[Path]) -> lis
     return [out[r] for r in sorted(out)]
 
 
-_EXPLICIT_RANK = re.compile(r"(?:^|[._-])(?:rank[_-]?)?(\d+)\.(?:json|pt\.trace\.json)(?:\.gz)?$", re.IGNORECASE)
-
-
-def _explicit_rank(name: str) -> Optional[int]:
-    """The rank a file name states right before its extension (`et.3.json`, `rank_3.json.gz`), or None."""
-    m = _EXPLICIT_RANK.search(name.rsplit("/", 1)[-1].rsplit(":", 1)[-1])
-    return int(m.group(1)) if m else None
-
-
-def _kineto_rank(raw: bytes) -> Optional[int]:
-    m = re.search(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)', raw[:200000])
-    return int(m.group(1)) if m else None
-
-
 def _assign_ranks(names: list[str], known: Optional[list[Optional[int]]]) -> list[int]:
     if not names:
         return []
@@ -381,7 +357,7 @@ def _assign_ranks(names: list[str], known: Optional[list[Optional[int]]]) -> lis
         return [int(k) for k in known]  # type: ignore[arg-type]
     if len(names) == 1:
         return [known[0] if known and known[0] is not None else 0]
-    ranks = [rank_from_name(n) for n in names]
+    ranks = [rank_of_name(n) for n in names]
     if any(r is None for r in ranks) or len(set(ranks)) != len(ranks):
         raise InputError(f"cannot tell the ranks of {names} apart: name files like et.<rank>.json")
     return ranks  # type: ignore[return-value]
@@ -436,7 +412,7 @@ def convert_rank_files(
             ri.et, ri.et_raw = ets[0]
         if kins:
             ri.kineto, ri.kineto_raw = kins[0]
-            stated = _kineto_rank(bytes(kins[0][1][:200000]))
+            stated = kineto_rank(bytes(kins[0][1][:200000]))
             if stated is not None and stated != rank:
                 raise InputError(f"{kins[0][0]}: is rank {stated} (distributedInfo) but its file name says rank {rank}")
     except ChakraError as exc:
@@ -483,11 +459,12 @@ def convert_files(
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
-        # All or nothing: the comm-group file is written (to its temporary file) before any rank
-        # appears, and renamed after them.
+        # All or nothing: the workers' rank files and the comm-group file are one output set
+        # (renamed in that order, so the group file appears last, as a finished set's marker).
         with output_set():
+            for tmp, final in zip(tmp_paths, finals):
+                adopt_output(tmp, final)
             written = write_comm_groups(prefix, groups)
-            publish_outputs(list(zip(tmp_paths, finals)))
         for res, final in zip(results, finals):
             res["output"] = str(final)
         if written is not None:

@@ -595,12 +595,11 @@ def test_batched_p2p_kernel_is_split_into_its_sends_and_recvs():
     kernel = Op(100, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 0, COMM)
     kernel.ts, kernel.end, kernel.thread, kernel.stream, kernel.launcher = 14200, 19000, ("stream", 0, 7), 7, coalesced
     ops[100] = kernel
-    stats: dict = {}
-    merged = map_comms(ops, 0, [{"pg_name": "0", "ranks": []}], stats)
-    assert merged == [kernel]
+    stats = map_comms(ops, 0, [{"pg_name": "0", "ranks": []}])
+    assert stats.merged == [kernel]
     p2p = sorted((op for op in ops.values() if op.kind == COMM and op is not kernel), key=lambda o: o.id)
     assert [op.comm.coll for op in p2p] == [SEND, RECV]
     assert all((op.ts, op.end, op.stream) == (14200, 19000, 7) for op in p2p)
     assert [(op.extra["comm_src"], op.extra["comm_dst"]) for op in p2p] == [(0, 1), (1, 0)]
     assert [op.comm.size for op in p2p] == [32, 32]
-    assert stats["p2p_split_from_batches"] == 2 and not stats["unknown"]
+    assert stats.p2p_split_from_batches == 2 and not stats.unknown

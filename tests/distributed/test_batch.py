@@ -45,7 +45,7 @@ def test_folder_and_glob_inputs_pair_by_rank(ddp2):
 def test_batch_matches_the_single_process_converter(client, ddp2, tmp_path):
     result = convert_batch("pytorch", [ddp2], tmp_path / "out" / "ddp", client=client)
     assert [o.rank for o in result.ranks] == [0, 1]
-    assert not result.failed and result.report.ok and result.workers == 2
+    assert not result.failed and result.cross_rank.ok and result.workers == 2
     ets, kins = sorted(ddp2.glob("et.*.json")), sorted(ddp2.glob("kineto.*.json"))
     (tmp_path / "ref").mkdir()
     convert_files(ets, kins, tmp_path / "ref" / "ddp")
@@ -57,7 +57,7 @@ def test_replicated_ranks_convert_and_agree(client, ddp2, tmp_path):
     pairs = replicate_pair(ddp2 / "et.0.json", ddp2 / "kineto.0.json", tmp_path / "in", range(4))
     result = convert_batch("pytorch", [p for pair in pairs for p in pair], tmp_path / "out" / "job", client=client)
     assert [o.rank for o in result.ranks] == [0, 1, 2, 3]
-    assert not result.failed and result.report.ok
+    assert not result.failed and result.cross_rank.ok
     assert all(o.stats["nodes"] == 1007 for o in result.ranks)  # as `convert pytorch` writes rank 0
     traces = read_traces([tmp_path / "out" / "job"])
     assert [get_attr(t.metadata, "world_size") for t in traces] == [4, 4, 4, 4]
@@ -89,8 +89,8 @@ def test_cross_rank_check_runs_on_summaries(client, samples_dir, tmp_path):
     assert not result.failed
     full = validate_traces(read_traces([tmp_path / "out" / "mix"]))
     cross = {k: v for k, v in full.counts.items() if k[1].startswith(("collective-", "unmatched-", "p2p-"))}
-    assert cross and not result.report.ok
-    assert dict(result.report.counts) == cross
+    assert cross and not result.cross_rank.ok
+    assert dict(result.cross_rank.counts) == cross
 
 
 def test_nsys_reports_convert_one_task_each(client, samples_dir, tmp_path):

@@ -2,9 +2,9 @@
 
     from chakra.io import read_traces
     from chakra.dsl.synthesis import synthesize
-    result = synthesize([read_traces(["ddp2/trace"])], ranks=64, seed=1, report=True)
+    result = synthesize([read_traces(["ddp2/trace"])], ranks=64, seed=1, fidelity=True)
     result.workload.save("out/synth")
-    for row in result.report: print(row.quantity, row.statistic)
+    for row in result.fidelity: print(row.quantity, row.statistic)
 
 Needs the optional extra `synth` (scikit-learn, which brings scipy).
 """
@@ -40,7 +40,8 @@ __all__ = [
 class Synthesis:
     workload: Workload
     model: SynthModel
-    report: list[Row] = field(default_factory=list)
+    #: real vs synthetic, one KS row per quantity (asked for with `fidelity=True`)
+    fidelity: list[Row] = field(default_factory=list)
 
 
 def synthesize(
@@ -48,7 +49,7 @@ def synthesize(
     ranks: int,
     seed: int = 0,
     obfuscate: bool = False,
-    report: bool = False,
+    fidelity: bool = False,
     length: Optional[int] = None,
 ) -> Synthesis:
     """Fit on `jobs` (each one multi-rank trace set), sample `ranks` ranks, optionally compare."""
@@ -56,7 +57,7 @@ def synthesize(
     model = fit(views, seed=seed)
     workload = sample(model, ranks, seed=seed, obfuscate=obfuscate, length=length)
     rows: list[Row] = []
-    if report:
+    if fidelity:
         class_map = None
         if obfuscate:
             class_map = {obfuscated_name(i): c for i, (c, _) in enumerate(model.class_counts.most_common())}
