@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
 from chakra.schema import NodeType, pb
 from chakra.trace import Trace
+
+if TYPE_CHECKING:
+    from chakra.io import Progress
 
 _GET = attrgetter("id", "type", "duration_micros", "ctrl_deps", "data_deps")
 _BATCH = 65536
@@ -65,7 +68,7 @@ class _Stream:
 AnyTrace = Union[Trace, TraceFile]
 
 
-def open_traces(args: Sequence[Any], on_progress: Optional[Callable[[int, int], None]] = None) -> list[AnyTrace]:
+def open_traces(args: Sequence[Any], progress: Optional[Progress] = None) -> list[AnyTrace]:
     """`chakra.io.read_traces` for commands that stream: `.et` files stay on disk (`TraceFile`);
     JSON traces, which cannot be streamed node by node, are read whole."""
     from chakra.io import expand_trace_args, is_json_file, rank_from_path, read_trace
@@ -80,8 +83,8 @@ def open_traces(args: Sequence[Any], on_progress: Optional[Callable[[int, int], 
         if t.rank is None:
             t.rank = i
         out.append(t)
-        if on_progress is not None:
-            on_progress(i + 1, len(pairs))
+        if progress is not None:
+            progress(i + 1, len(pairs))
     return out
 
 
