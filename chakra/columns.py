@@ -71,21 +71,14 @@ AnyTrace = Union[Trace, TraceFile]
 def open_traces(args: Sequence[Any], progress: Optional[Progress] = None) -> list[AnyTrace]:
     """`chakra.io.read_traces` for commands that stream: `.et` files stay on disk (`TraceFile`);
     JSON traces, which cannot be streamed node by node, are read whole."""
-    from chakra.io import expand_trace_args, is_json_file, rank_from_path, read_trace
+    from chakra.io import is_json_file, open_each, rank_from_path, read_trace
 
-    pairs = expand_trace_args(args)
-    out: list[AnyTrace] = []
-    for i, (rank, path) in enumerate(pairs):
+    def open_one(path: Path, rank: Optional[int]) -> AnyTrace:
         if is_json_file(path):
-            t: AnyTrace = read_trace(path, rank=rank)
-        else:
-            t = TraceFile(path, rank if rank is not None else rank_from_path(Path(path)))
-        if t.rank is None:
-            t.rank = i
-        out.append(t)
-        if progress is not None:
-            progress(i + 1, len(pairs))
-    return out
+            return read_trace(path, rank=rank)
+        return TraceFile(path, rank if rank is not None else rank_from_path(path))
+
+    return open_each(args, open_one, progress)
 
 
 def _batches(trace: AnyTrace) -> Iterator[Sequence[pb.Node]]:

@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from itertools import chain, islice
 from pathlib import Path
-from typing import IO, BinaryIO, Optional, Union
+from typing import IO, Any, BinaryIO, Optional, Union
 
 from google.protobuf.message import DecodeError
 
@@ -852,18 +852,29 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
     return out
 
 
+def open_each(
+    args: Sequence[PathLike], open_one: Callable[[Path, Optional[int]], Any], progress: Optional[Progress] = None
+) -> list[Any]:
+    """`open_one(path, rank)` for every trace named by CLI-style arguments (files or PREFIXes).
+
+    A trace whose rank neither its name nor its content gives takes its position in the list.
+    `progress(done, total)` is called after each file (the CLI drives a progress bar with it).
+    """
+    pairs = expand_trace_args(args)
+    out = []
+    for i, (rank, path) in enumerate(pairs):
+        trace = open_one(path, rank)
+        if trace.rank is None:
+            trace.rank = i
+        out.append(trace)
+        if progress is not None:
+            progress(i + 1, len(pairs))
+    return out
+
+
 def read_traces(args: Sequence[PathLike], progress: Optional[Progress] = None) -> list[Trace]:
     """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order.
 
     `progress(done, total)` is called after each file (the CLI drives a progress bar with it).
     """
-    pairs = expand_trace_args(args)
-    traces = []
-    for i, (rank, path) in enumerate(pairs):
-        trace = read_trace(path, rank=rank)
-        if trace.rank is None:
-            trace.rank = i
-        traces.append(trace)
-        if progress is not None:
-            progress(i + 1, len(pairs))
-    return traces
+    return open_each(args, lambda path, rank: read_trace(path, rank=rank), progress)
