@@ -196,19 +196,15 @@ class RankEngine:
         """(peer, tag, size) of a send or receive, which must name this rank as its own end."""
         rank = self.rank
         if k == K_SEND:
-            peer = _int(attrs.get("comm_dst"), None)
-            src = _int(attrs.get("comm_src"), rank)
-            if peer is None:
-                raise ConfigError(f"{where}: COMM_SEND_NODE without comm_dst")
-            if src != rank:
-                raise ConfigError(f"{where}: send with comm_src={src} in rank {rank}'s trace")
+            node, verb, peer_key, own_key = "COMM_SEND_NODE", "send", "comm_dst", "comm_src"
         else:
-            peer = _int(attrs.get("comm_src"), None)
-            dst = _int(attrs.get("comm_dst"), rank)
-            if peer is None:
-                raise ConfigError(f"{where}: COMM_RECV_NODE without comm_src")
-            if dst != rank:
-                raise ConfigError(f"{where}: recv with comm_dst={dst} in rank {rank}'s trace")
+            node, verb, peer_key, own_key = "COMM_RECV_NODE", "recv", "comm_src", "comm_dst"
+        peer = _int(attrs.get(peer_key), None)
+        own = _int(attrs.get(own_key), rank)
+        if peer is None:
+            raise ConfigError(f"{where}: {node} without {peer_key}")
+        if own != rank:
+            raise ConfigError(f"{where}: {verb} with {own_key}={own} in rank {rank}'s trace")
         return (peer, _int(attrs.get("comm_tag"), 0), max(0, _int(attrs.get("comm_size"), 0)))
 
     def _layout(
