@@ -174,21 +174,20 @@ class Graph:
         """Multiply durations by `factor` (>= 0); returns how many nodes changed."""
         if factor < 0:
             raise InputError(f"scale factor must be >= 0, got {factor}")
-        count = 0
-        for n in nodes:
-            node = self[n] if isinstance(n, int) else n
-            node.duration_micros = scaled_us(node.duration_micros, factor)
-            count += 1
-        self.log.scaled += count
-        return count
+        return self._set_durations(nodes, lambda us: scaled_us(us, factor))
 
     def set_duration(self, nodes: Iterable[Union[pb.Node, int]], duration_us: float) -> int:
         if duration_us < 0:
             raise InputError(f"duration must be >= 0, got {duration_us}")
+        fixed = int(round(duration_us))
+        return self._set_durations(nodes, lambda _us: fixed)
+
+    def _set_durations(self, nodes: Iterable[Union[pb.Node, int]], new_us: Callable[[int], int]) -> int:
+        """Give each node (or node id) the duration `new_us(old duration)`; returns how many changed."""
         count = 0
         for n in nodes:
             node = self[n] if isinstance(n, int) else n
-            node.duration_micros = int(round(duration_us))
+            node.duration_micros = new_us(node.duration_micros)
             count += 1
         self.log.scaled += count
         return count
