@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -120,17 +120,17 @@ class _Parser:
         return node
 
     def expr(self) -> Any:
-        node = self.term()
-        while (tok := self.peek()) is not None and tok[1] in ("+", "-"):
-            self.take()
-            node = Bin(tok[1], node, self.term())
-        return node
+        return self._left_assoc(("+", "-"), self.term)
 
     def term(self) -> Any:
-        node = self.unary()
-        while (tok := self.peek()) is not None and tok[1] in ("*", "/"):
+        return self._left_assoc(("*", "/"), self.unary)
+
+    def _left_assoc(self, ops: tuple[str, ...], operand: Callable[[], Any]) -> Any:
+        """`operand (op operand)*` for the binary operators `ops`, folded to the left."""
+        node = operand()
+        while (tok := self.peek()) is not None and tok[1] in ops:
             self.take()
-            node = Bin(tok[1], node, self.unary())
+            node = Bin(tok[1], node, operand())
         return node
 
     def unary(self) -> Any:
