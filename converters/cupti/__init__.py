@@ -12,13 +12,10 @@ import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
 from chakra.converters.result import ConversionResult
 from chakra.errors import InputError
-
-if TYPE_CHECKING:
-    from chakra.io import Progress
 
 NAME = "cupti"
 DESCRIPTION = "CUPTI activity records as JSON (Daydream-style: kernels, memcpy, runtime/driver API, sync, NVTX)"
@@ -34,18 +31,12 @@ def accept(prefix: bytes) -> bool:
     return head.lstrip()[:1] in (b"{", b"[") and _KIND.search(head) is not None
 
 
-def convert_records(
-    inputs: Sequence[Path],
-    prefix: Path,
-    *,
-    per: str = "device",
-    gaps: bool = True,
-    copy_engine_order: bool = True,
-    progress: Optional[Progress] = None,
-) -> Any:
+def convert_records(inputs: Sequence[Path], prefix: Path, **options: Any) -> Any:
     """Convert CUPTI JSON record files: load each into a temporary nsys-shaped SQLite, then build the graph.
 
-    Returns the nsys `ConvertResult` (library use); `convert` wraps it as the plugin result.
+    `options` are those of `chakra.converters.daydream.driver.convert_reports` (per, gaps,
+    copy_engine_order, progress). Returns the nsys `ConvertResult` (library use); `convert` wraps
+    it as the plugin result.
     """
     from chakra.converters.cupti.records import load_cupti_records
     from chakra.converters.daydream.driver import convert_reports
@@ -59,33 +50,14 @@ def convert_records(
             db = Path(tmp) / f"records{i}.sqlite"
             load_cupti_records(Path(p), db)
             dbs.append(db)
-        return convert_reports(
-            dbs,
-            prefix,
-            per=per,
-            gaps=gaps,
-            copy_engine_order=copy_engine_order,
-            progress=progress,
-            display=[Path(p) for p in inputs],
-        )
+        return convert_reports(dbs, prefix, display=[Path(p) for p in inputs], **options)
 
 
-def convert(
-    inputs: Sequence[Path],
-    prefix: Path,
-    *,
-    per: str = "device",
-    gaps: bool = True,
-    copy_engine_order: bool = True,
-    progress: Optional[Progress] = None,
-) -> ConversionResult:
+def convert(inputs: Sequence[Path], prefix: Path, **options: Any) -> ConversionResult:
     """Convert CUPTI record files with the nsys task graph (same options as `convert nsys`)."""
     from chakra.converters.daydream.driver import plugin_result
 
-    return plugin_result(
-        convert_records(inputs, Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
-                        progress=progress)
-    )  # fmt: skip
+    return plugin_result(convert_records(inputs, Path(prefix), **options))
 
 
 def add_cli(app) -> None:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Any
 
 from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
-
-if TYPE_CHECKING:
-    from chakra.io import Progress
 
 NAME = "nsys"
 DESCRIPTION = "Nsight Systems SQLite export (nsys export --type sqlite): kernels, copies, CUDA API, NVTX, NCCL"
@@ -35,23 +32,14 @@ def accept(prefix: bytes) -> bool:
     return prefix.startswith(_SQLITE_MAGIC)
 
 
-def convert(
-    inputs: Sequence[Path],
-    prefix: Path,
-    *,
-    per: str = "device",
-    gaps: bool = True,
-    copy_engine_order: bool = True,
-    progress: Optional[Progress] = None,
-) -> ConversionResult:
-    """Convert nsys SQLite exports; ranks are numbered across reports in the order given."""
+def convert(inputs: Sequence[Path], prefix: Path, **options: Any) -> ConversionResult:
+    """Convert nsys SQLite exports; ranks are numbered across reports in the order given.
+
+    `options` are those of `convert_reports` (per, gaps, copy_engine_order, progress).
+    """
     from chakra.converters.daydream.driver import convert_reports, plugin_result
 
-    result = convert_reports(
-        [Path(p) for p in inputs], Path(prefix), per=per, gaps=gaps, copy_engine_order=copy_engine_order,
-        progress=progress,
-    )  # fmt: skip
-    return plugin_result(result)
+    return plugin_result(convert_reports([Path(p) for p in inputs], Path(prefix), **options))
 
 
 def batch_tasks(*args, **kwargs):
