@@ -111,9 +111,14 @@ class Columns:
         return len(self.ids)
 
 
-def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None) -> Columns:
+def scan(
+    trace: AnyTrace,
+    visit: Optional[Callable[[int, pb.Node], None]] = None,
+    on_batch: Optional[Callable[[int, Sequence[pb.Node]], None]] = None,
+) -> Columns:
     """Walk a rank's nodes once into `Columns`; `visit(position, node)` sees every node that has
-    attributes or is not a compute node (the only ones with more to check), while it is alive."""
+    attributes or is not a compute node (the only ones with more to check), while it is alive;
+    `on_batch(first position, nodes)` sees every batch, for callers that keep more columns."""
     ids = array("Q")
     types = array("i")  # the proto enum is an int32
     dur = array("Q")
@@ -137,6 +142,8 @@ def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None
                 child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int64), lens).tobytes())
         for j in (j for j in range(k) if clens[j] and dlens[j]):
             merged[pos + j] = list(set(bctrl[j]).union(bdata[j]))
+        if on_batch is not None:
+            on_batch(pos, batch)
         if visit is not None:
             for j in range(k):
                 n = batch[j]
@@ -265,6 +272,12 @@ def find_cycle(cols: Columns) -> Optional[list[int]]:
 
 def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[float, list[int]]:
     """`chakra.graph.critical_path` on columns: (length µs, node ids); ValueError on a cycle."""
+    length, path = critical_positions(cols, dur_us)
+    return length, [int(i) for i in cols.ids[path]] if path else []
+
+
+def critical_positions(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[float, list[int]]:
+    """`critical_path` as node positions."""
     n = len(cols.ids)
     if not n:
         return 0.0, []
@@ -292,7 +305,7 @@ def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[f
     path = []
     i = end
     while i != -1:
-        path.append(int(cols.ids[i]))
+        path.append(i)
         i = best[i]
     path.reverse()
     return float(fin[end]), path
