@@ -362,7 +362,7 @@ def _dependency_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray
     return int(round(length_us * 1000)), path
 
 
-def _schedule_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) -> list[int]:
+def _schedule_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) -> Sequence[int]:
     """Positions of the chain of nodes that delayed the last one to finish (see
     `schedule_critical_path`)."""
     cols = rd.cols
@@ -382,24 +382,25 @@ def _schedule_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) 
     last = sel[e[sel] == e[sel].max()]
     cur = int(last[np.argmin(ids[last])])
     ptr, parents = parent_lists(cols)
+    # memoryviews and a visited bitmap: a path can be the whole rank, no Python object per node
     pp, par, prev = memoryview(ptr), memoryview(parents), memoryview(prev_np)
-    hv, sv, ev = memoryview(has), s.tolist(), e.tolist()
-    idl = ids.tolist()
-    path = [cur]
-    seen = {cur}
+    hv, sv, ev, idv = memoryview(has), memoryview(s), memoryview(e), memoryview(ids)
+    seen = bytearray(n)
+    path = array("q", [cur])
+    seen[cur] = 1
     while True:
         start = sv[cur]
         best = -1
         for c in chain(par[pp[cur] : pp[cur + 1]], (prev[cur],)):
-            if c < 0 or not hv[c] or ev[c] > start or c in seen:
+            if c < 0 or not hv[c] or ev[c] > start or seen[c]:
                 continue
-            if best < 0 or ev[c] > ev[best] or (ev[c] == ev[best] and idl[c] < idl[best]):
+            if best < 0 or ev[c] > ev[best] or (ev[c] == ev[best] and idv[c] < idv[best]):
                 best = c
         if best < 0:
             break
         cur = best
         path.append(cur)
-        seen.add(cur)
+        seen[cur] = 1
     path.reverse()
     return path
 
@@ -416,7 +417,7 @@ def _first_order_totals(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarra
 
 def _shares(rd: RankData, path: Sequence[int], s: np.ndarray, e: np.ndarray, has: np.ndarray) -> dict:
     """Time on a path (positions) by operator class and by resource, and the top nodes."""
-    p = np.asarray(path, dtype=np.int64)
+    p = np.frombuffer(path, dtype=np.int64) if isinstance(path, array) and len(path) else np.asarray(path, np.int64)
     d = np.where(has[p], e[p] - s[p], rd.cols.dur_us[p].astype(np.int64) * 1000)
     total = int(d.sum())
     # classes grouped by their hash: only the top ones are ever spelled out
