@@ -579,24 +579,42 @@ def schedule_ranks(
             t.rank = pos
     note = None
     if mode in ("auto", "simulate"):
-        from chakra.sim import simulate
-
         # files the simulator indexes itself, in its columnar table; decoded traces as they are
         if all(isinstance(t, TraceFile) for t in traces):
             sources: list[Any] = [t.path for t in traces]
         else:
             sources = [t if isinstance(t, Trace) else read_trace(t.path, rank=t.rank) for t in traces]
         try:
-            res = simulate(sources, network, system, record_nodes=True)
+            return _simulated_times(sources, network, system), "simulated", None
         except ChakraError as exc:
             if mode == "simulate":
                 raise
             note = f"not simulated ({exc}); "
-        else:
-            got = res.node_times or {}
-            del res
-            return {r: Times.from_dict(got.pop(r)) for r in sorted(got)}, "simulated", None
     if mode == "recorded" or (mode == "auto" and all(has_recorded_times(r) for r in ranks)):
         rec = {r.rank: recorded_times(r) for r in ranks}
         return rec, "recorded", (note + "using recorded times") if note else None
     return {r.rank: asap_times(r) for r in ranks}, "asap", (note or "") + "using the dependency-only schedule"
+
+
+def _simulated_times(sources: Sequence[Any], network: Any, system: Any) -> dict[int, Times]:
+    """`chakra.sim.simulate`'s node times as arrays, taken from its rank engines: its public
+    result spells every node's times out as a dict of tuples (about 200 bytes a node), which
+    costs more than the whole analysis. The steps are `simulate`'s own, with default options."""
+    from chakra.sim import api
+
+    @api._without_gc
+    def run() -> dict[int, Times]:
+        opts = api.SimOptions()
+        setup = api._prepare(sources, network, system, None, opts)
+        engines = api._compile(setup, opts)
+        api._run(engines, api._Models(setup, opts, api._resolve_policy(opts.policy)), opts)
+        return {
+            e.rank: Times(
+                np.asarray(e.ids, dtype=np.uint64),
+                np.frombuffer(e.start, dtype=np.int64),
+                np.frombuffer(e.end, dtype=np.int64),
+            )
+            for e in engines
+        }
+
+    return run()
