@@ -19,19 +19,32 @@ All times here are integer ns unless a field says `_us`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
 
-from chakra.columns import asap_starts, critical_path, scan
+from chakra.columns import (
+    AnyTrace,
+    Columns,
+    TraceFile,
+    asap_starts,
+    critical_positions,
+    parent_lists,
+    positions,
+    scan,
+)
 from chakra.errors import InputError, TraceFormatError
+from chakra.io import read_trace
 from chakra.schema import NodeType, collective_name, pb
 from chakra.schema.attrs import get_attr
-from chakra.schema.kinds import resource_of
+from chakra.schema.kinds import KIND_RESOURCE, KINDS, RESOURCES, is_cpu_op, kind_codes, resource_of
 from chakra.simlog import iter_records, looks_like_log
 from chakra.trace import Trace
 
@@ -227,145 +240,272 @@ def resource_intervals(trace: Trace, times: Mapping[int, tuple[int, int]]) -> di
     return {k: (np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)) for k, (s, e) in groups.items()}
 
 
-def recorded_times(trace: Trace) -> dict[int, tuple[int, int]]:
-    """Node intervals (ns) from the recorded `start_time_micros`, shifted so the rank starts at 0."""
-    nodes = [n for n in trace.nodes if n.type != NodeType.METADATA_NODE]
-    if not nodes:
-        return {}
-    t0 = min(n.start_time_micros for n in nodes)
-    out = {}
-    for n in nodes:
-        s = (n.start_time_micros - t0) * 1000
-        out[n.id] = (s, s + n.duration_micros * 1000)
-    return out
+# ----------------------------------------------------------------------------- a rank as columns
+
+_NAME = attrgetter("name")
+_START = attrgetter("start_time_micros")
+#: resource index (into RESOURCES) of each kind index (into KINDS)
+_KIND_RES = np.array([RESOURCES.index(KIND_RESOURCE[k]) for k in KINDS], dtype=np.int8)
+_META = RESOURCES.index("meta")
 
 
-def has_recorded_times(trace: Trace) -> bool:
-    return any(n.start_time_micros for n in trace.nodes)
+@dataclass
+class RankData:
+    """What the analysis needs of one rank, by node position, in one streamed pass: the graph
+    columns, recorded starts (µs), the resource each node runs on, names as one UTF-8 blob (read
+    back only for nodes a report shows) and the classes of communication nodes."""
+
+    path: Optional[Path]
+    rank: int
+    cols: Columns
+    start_us: np.ndarray
+    res: np.ndarray
+    name_blob: bytes
+    name_off: np.ndarray
+    comm_class: dict[int, str]
+
+    @classmethod
+    def read(cls, trace: AnyTrace, rank: int) -> RankData:
+        blob = bytearray()
+        lens = array("q")
+        starts = array("q")
+        cpu: list[int] = []
+        comm: dict[int, str] = {}
+
+        def on_batch(pos: int, batch: Sequence[pb.Node]) -> None:
+            enc = [s.encode() for s in map(_NAME, batch)]
+            blob.extend(b"".join(enc))
+            lens.extend(map(len, enc))
+            starts.extend(map(_START, batch))
+
+        def visit(pos: int, n: pb.Node) -> None:
+            t = n.type
+            if t == NodeType.COMP_NODE:
+                if is_cpu_op(n):
+                    cpu.append(pos)
+            elif t in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+                comm[pos] = op_class(n)
+
+        cols = scan(trace, visit, on_batch)
+        is_cpu = np.zeros(len(cols), dtype=np.int8)
+        is_cpu[cpu] = 1
+        off = np.zeros(len(cols) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(lens, dtype=np.int64) if lens else np.zeros(0, np.int64), out=off[1:])
+        return cls(
+            Path(trace.path) if trace.path else None,
+            rank,
+            cols,
+            np.frombuffer(starts, dtype=np.int64) if starts else np.zeros(0, np.int64),
+            _KIND_RES[kind_codes(cols.types, is_cpu)],
+            bytes(blob),
+            off,
+            comm,
+        )
+
+    def name(self, pos: int) -> str:
+        return self.name_blob[self.name_off[pos] : self.name_off[pos + 1]].decode()
+
+    def op_class(self, pos: int) -> str:
+        c = self.comm_class.get(pos)
+        return c if c is not None else _name_class(self.name(pos))
+
+
+@dataclass
+class Times:
+    """A rank's schedule by node id: start and end (ns) of the node ids in `ids`."""
+
+    ids: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def from_dict(cls, times: Mapping[int, tuple[int, int]]) -> Times:
+        n = len(times)
+        return cls(
+            np.fromiter(times.keys(), dtype=np.uint64, count=n),
+            np.fromiter((v[0] for v in times.values()), dtype=np.int64, count=n),
+            np.fromiter((v[1] for v in times.values()), dtype=np.int64, count=n),
+        )
+
+    def by_position(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, scheduled) per node position; an id given twice keeps its last times, as a
+        dict built from the pairs would."""
+        n = len(ids)
+        if not len(self.ids) or not n:
+            z = np.zeros(n, dtype=np.int64)
+            return z, z.copy(), np.zeros(n, dtype=bool)
+        if len(self.ids) == n and bool(np.all(ids[1:] > ids[:-1])) and np.array_equal(self.ids, ids):
+            # the schedule lists the rank's own unique ids in file order (asap, the simulator)
+            return self.start, self.end, np.ones(n, dtype=bool)
+        uniq, first_rev = np.unique(self.ids[::-1], return_index=True)
+        src = len(self.ids) - 1 - first_rev
+        j = np.searchsorted(uniq, ids)
+        j[j >= len(uniq)] = 0
+        has = uniq[j] == ids
+        k = src[j]
+        return np.where(has, self.start[k], 0), np.where(has, self.end[k], 0), has
+
+
+def _schedule(rd: RankData, times: Union[Times, Mapping[int, tuple[int, int]]]):
+    t = times if isinstance(times, Times) else Times.from_dict(times)
+    return t.by_position(rd.cols.ids)
 
 
 # ----------------------------------------------------------------------------- critical paths
 
 
-def dependency_critical_path(
-    trace: Trace, times: Optional[Mapping[int, tuple[int, int]]] = None
-) -> tuple[int, list[int]]:
-    """(length ns, node ids) of the longest duration-weighted dependency chain.
-
-    Durations are the scheduled ones when `times` is given (a collective's cost exists only
-    after simulation), else the recorded `duration_micros`.
-    """
-    cols = scan(trace)
-    dur = None
-    if times is not None:
-
-        def fn(n: pb.Node) -> float:
-            se = times.get(n.id)
-            return (se[1] - se[0]) / 1000.0 if se is not None else float(n.duration_micros)
-
-        dur = np.fromiter(map(fn, trace.nodes), dtype=np.float64, count=len(cols))
+def _dependency_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) -> tuple[int, list[int]]:
+    """(length ns, positions) of the longest dependency chain, weighted by the scheduled
+    durations (a collective's cost exists only after simulation), else the recorded ones."""
+    dur = np.where(has, (e - s) / 1000.0, rd.cols.dur_us.astype(np.float64))
     try:
-        length_us, ids = critical_path(cols, dur)
+        length_us, path = critical_positions(rd.cols, dur)
     except ValueError as exc:
-        raise InputError(f"{trace.path or 'trace'}: {exc}") from None
-    return int(round(length_us * 1000)), ids
+        raise InputError(f"{rd.path or 'trace'}: {exc}") from None
+    return int(round(length_us * 1000)), path
+
+
+def _schedule_path(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) -> Sequence[int]:
+    """Positions of the chain of nodes that delayed the last one to finish (see
+    `schedule_critical_path`)."""
+    cols = rd.cols
+    n = len(cols)
+    if n:
+        # a repeated id stands for its last node, as a dict of nodes by id keeps it
+        has = has & (positions(cols, cols.ids) == np.arange(n))
+    sel = np.flatnonzero(has)
+    if not len(sel):
+        return []
+    ids = cols.ids
+    # the node that ran before each one on its resource: sort by (resource, start, end, id)
+    order = sel[np.lexsort((ids[sel], e[sel], s[sel], rd.res[sel]))]
+    prev_np = np.full(n, -1, dtype=np.int64)
+    same = rd.res[order[1:]] == rd.res[order[:-1]]
+    prev_np[order[1:][same]] = order[:-1][same]
+    last = sel[e[sel] == e[sel].max()]
+    cur = int(last[np.argmin(ids[last])])
+    ptr, parents = parent_lists(cols)
+    # memoryviews and a visited bitmap: a path can be the whole rank, no Python object per node
+    pp, par, prev = memoryview(ptr), memoryview(parents), memoryview(prev_np)
+    hv, sv, ev, idv = memoryview(has), memoryview(s), memoryview(e), memoryview(ids)
+    seen = bytearray(n)
+    path = array("q", [cur])
+    seen[cur] = 1
+    while True:
+        start = sv[cur]
+        best = -1
+        for c in chain(par[pp[cur] : pp[cur + 1]], (prev[cur],)):
+            if c < 0 or not hv[c] or ev[c] > start or seen[c]:
+                continue
+            if best < 0 or ev[c] > ev[best] or (ev[c] == ev[best] and idv[c] < idv[best]):
+                best = c
+        if best < 0:
+            break
+        cur = best
+        path.append(cur)
+        seen[cur] = 1
+    path.reverse()
+    return path
+
+
+def _first_order_totals(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct key (in order of first appearance among ties): (key, total, first index),
+    sorted by total, largest first."""
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    tot = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(tot, inv.reshape(-1), values)
+    order = np.lexsort((first, -tot))
+    return uniq[order], tot[order], first[order]
+
+
+def _shares(rd: RankData, path: Sequence[int], s: np.ndarray, e: np.ndarray, has: np.ndarray) -> dict:
+    """Time on a path (positions) by operator class and by resource, and the top nodes."""
+    p = np.frombuffer(path, dtype=np.int64) if isinstance(path, array) and len(path) else np.asarray(path, np.int64)
+    d = np.where(has[p], e[p] - s[p], rd.cols.dur_us[p].astype(np.int64) * 1000)
+    total = int(d.sum())
+    # classes grouped by their hash: only the top ones are ever spelled out
+    hashes = np.fromiter((hash(rd.op_class(i)) for i in path), dtype=np.int64, count=len(path))
+    _, ctot, cfirst = _first_order_totals(hashes, d) if len(p) else (None, np.zeros(0, np.int64), None)
+    rkeys, rtot, _ = _first_order_totals(rd.res[p], d) if len(p) else ([], [], None)
+    top = np.argsort(-d, kind="stable")[:10]
+    return {
+        "nodes": len(p),
+        "busy_ns": total,
+        "by_resource": {RESOURCES[int(k)]: int(v) for k, v in zip(rkeys, rtot)},
+        "by_class": [
+            {"class": rd.op_class(path[int(f)]), "ns": int(v), "share": int(v) / total if total else 0.0}
+            for v, f in zip(ctot[:15], cfirst[:15] if cfirst is not None else [])
+        ],
+        "top_nodes": [
+            {
+                "id": int(rd.cols.ids[p[k]]),
+                "name": rd.name(int(p[k]))[:80],
+                "ns": int(d[k]),
+                "share": int(d[k]) / total if total else 0.0,
+            }
+            for k in top
+        ],
+    }
+
+
+def _intervals(rd: RankData, s: np.ndarray, e: np.ndarray, has: np.ndarray) -> dict[str, Intervals]:
+    ok = has & (e > s) & (rd.res != _META)
+    return {r: (s[m], e[m]) for k, r in enumerate(RESOURCES) if k != _META and (m := ok & (rd.res == k)).any()}
 
 
 def schedule_critical_path(trace: Trace, times: Mapping[int, tuple[int, int]]) -> list[int]:
-    """The chain of nodes that delayed the last one to finish, in a given schedule.
+    """The chain of nodes (ids) that delayed the last one to finish, in a given schedule.
 
     Walking back from the last node: its predecessor is, among its dependencies and the node that
     ran before it on the same resource, the one that finished last (at most its start). Gaps
     where nothing explains the start (waiting on another rank) end at the latest candidate.
     """
-    nodes = {n.id: n for n in trace.nodes if n.id in times}
-    if not nodes:
-        return []
-    by_res: dict[str, list[tuple[int, int, int]]] = {}
-    for i, n in nodes.items():
-        s, e = times[i]
-        by_res.setdefault(resource_of(n), []).append((s, e, i))
-    prev_on_res: dict[int, int] = {}
-    for lst in by_res.values():
-        lst.sort()
-        for k in range(1, len(lst)):
-            prev_on_res[lst[k][2]] = lst[k - 1][2]
-    cur = max(nodes, key=lambda i: (times[i][1], -i))
-    path = [cur]
-    seen = {cur}
-    while True:
-        s = times[cur][0]
-        cands = [d for d in set(nodes[cur].ctrl_deps).union(nodes[cur].data_deps) if d in nodes]
-        p = prev_on_res.get(cur)
-        if p is not None:
-            cands.append(p)
-        cands = [c for c in cands if times[c][1] <= s and c not in seen]
-        if not cands:
-            break
-        cur = max(cands, key=lambda c: (times[c][1], -c))
-        path.append(cur)
-        seen.add(cur)
-    path.reverse()
-    return path
-
-
-def path_shares(trace: Trace, ids: Iterable[int], times: Optional[Mapping[int, tuple[int, int]]] = None) -> dict:
-    """Time on a path by operator class and by resource, and the top nodes by time share."""
-    by_id = trace.by_id()
-    rows = []
-    total = 0
-    for i in ids:
-        n = by_id[i]
-        d = (times[i][1] - times[i][0]) if times is not None and i in times else n.duration_micros * 1000
-        total += d
-        rows.append((d, n))
-    classes: dict[str, int] = {}
-    res: dict[str, int] = {}
-    for d, n in rows:
-        c, r = op_class(n), resource_of(n)
-        classes[c] = classes.get(c, 0) + d
-        res[r] = res.get(r, 0) + d
-    top = sorted(rows, key=lambda r: -r[0])[:10]
-    return {
-        "nodes": len(rows),
-        "busy_ns": total,
-        "by_resource": dict(sorted(res.items(), key=lambda kv: -kv[1])),
-        "by_class": [
-            {"class": c, "ns": v, "share": v / total if total else 0.0}
-            for c, v in sorted(classes.items(), key=lambda kv: -kv[1])[:15]
-        ],
-        "top_nodes": [{"id": n.id, "name": n.name[:80], "ns": d, "share": d / total if total else 0.0} for d, n in top],
-    }
+    rd = RankData.read(trace, trace.rank or 0)
+    return [int(rd.cols.ids[i]) for i in _schedule_path(rd, *_schedule(rd, times))]
 
 
 # ----------------------------------------------------------------------------- whole report
 
 
+def analyze_rank(rd: RankData, times: Union[Times, Mapping[int, tuple[int, int]]]) -> dict[str, Any]:
+    """One rank's breakdown, dependency critical path and schedule path."""
+    s, e, has = _schedule(rd, times)
+    bd = breakdown(_intervals(rd, s, e, has))
+    dep_len, dep_path = _dependency_path(rd, s, e, has)
+    sched_path = _schedule_path(rd, s, e, has)
+    return {
+        "nodes": len(rd.cols),
+        "breakdown": bd,
+        "overlap_pct": (100.0 * bd["comm_overlapped"] / bd["comm"]) if bd["comm"] else None,
+        "critical_path": {"length_ns": dep_len, **_shares(rd, dep_path, s, e, has)},
+        "schedule_path": _shares(rd, sched_path, s, e, has),
+    }
+
+
+def read_ranks(traces: Sequence[AnyTrace]) -> list[RankData]:
+    return [RankData.read(t, t.rank if t.rank is not None else pos) for pos, t in enumerate(traces)]
+
+
+def analyze_ranks(
+    ranks: Sequence[RankData], times: Optional[Mapping[int, Any]] = None, *, source: str = "simulated"
+) -> dict[str, Any]:
+    """Per-rank breakdown and critical paths; `times[rank]` a `Times` or {node id: (start, end)}
+    in ns, None for the recorded timestamps."""
+    report: dict[str, Any] = {"schedule": source if times is not None else "recorded", "units": "ns", "ranks": {}}
+    for rd in ranks:
+        report["ranks"][rd.rank] = analyze_rank(rd, times[rd.rank] if times is not None else recorded_times(rd))
+    return report
+
+
 def analyze_traces(
-    traces: Sequence[Trace],
-    times: Optional[Mapping[int, Mapping[int, tuple[int, int]]]] = None,
+    traces: Sequence[AnyTrace],
+    times: Optional[Mapping[int, Any]] = None,
     *,
     source: str = "simulated",
 ) -> dict[str, Any]:
-    """Per-rank breakdown and critical paths for traces with a schedule.
-
-    `times[rank][node_id] = (start_ns, end_ns)`; None means the recorded timestamps.
-    """
-    report: dict[str, Any] = {"schedule": source if times is not None else "recorded", "units": "ns", "ranks": {}}
-    for pos, t in enumerate(traces):
-        rank = t.rank if t.rank is not None else pos
-        tt = times[rank] if times is not None else recorded_times(t)
-        bd = breakdown(resource_intervals(t, tt))
-        dep_len, dep_ids = dependency_critical_path(t, tt)
-        sched_ids = schedule_critical_path(t, tt)
-        report["ranks"][rank] = {
-            "nodes": len(t.nodes),
-            "breakdown": bd,
-            "overlap_pct": (100.0 * bd["comm_overlapped"] / bd["comm"]) if bd["comm"] else None,
-            "critical_path": {"length_ns": dep_len, **path_shares(t, dep_ids, tt)},
-            "schedule_path": path_shares(t, sched_ids, tt),
-        }
-    return report
+    """`analyze_ranks` of traces: `times[rank][node_id] = (start_ns, end_ns)`; None means the
+    recorded timestamps."""
+    return analyze_ranks(read_ranks(traces), times, source=source)
 
 
 def analyze_log(log: SimLog) -> dict[str, Any]:
@@ -388,26 +528,45 @@ def analyze_log(log: SimLog) -> dict[str, Any]:
     }
 
 
-def asap_times(trace: Trace) -> dict[int, tuple[int, int]]:
+# ----------------------------------------------------------------------------- schedules
+
+
+def recorded_times(rd: RankData) -> Times:
+    """Node intervals (ns) from the recorded `start_time_micros`, shifted so the rank starts at 0;
+    metadata nodes have none."""
+    real = np.flatnonzero(rd.cols.types != NodeType.METADATA_NODE)
+    if not len(real):
+        return Times(np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    st = rd.start_us[real]
+    s = (st - st.min()) * 1000
+    return Times(rd.cols.ids[real], s, s + rd.cols.dur_us[real].astype(np.int64) * 1000)
+
+
+def has_recorded_times(rd: RankData) -> bool:
+    return bool(rd.start_us.any())
+
+
+def asap_times(rd: RankData) -> Times:
     """Earliest start of every node with unlimited resources (ns): the dependency-only schedule."""
-    nodes = trace.nodes
     try:
-        starts = asap_starts(scan(trace))
+        starts = asap_starts(rd.cols)
     except ValueError as exc:
-        raise InputError(f"{trace.path or 'trace'}: {exc}") from None
-    return {n.id: (s * 1000, (s + n.duration_micros) * 1000) for n, s in zip(nodes, starts)}
+        raise InputError(f"{rd.path or 'trace'}: {exc}") from None
+    s = np.asarray(starts, dtype=np.int64)
+    return Times(rd.cols.ids, s * 1000, (s + rd.cols.dur_us.astype(np.int64)) * 1000)
 
 
 SCHEDULES = ("auto", "simulate", "recorded", "asap")
 
 
-def schedule_traces(
-    traces: Sequence[Trace],
+def schedule_ranks(
+    traces: Sequence[AnyTrace],
+    ranks: Sequence[RankData],
     mode: str = "auto",
     *,
     network: Any = None,
     system: Any = None,
-) -> tuple[dict[int, dict[int, tuple[int, int]]], str, Optional[str]]:
+) -> tuple[dict[int, Times], str, Optional[str]]:
     """Node intervals per rank and where they came from: (times, source, note).
 
     `simulate` runs `chakra.sim.simulate`; `recorded` uses `start_time_micros`; `asap` is the
@@ -423,16 +582,42 @@ def schedule_traces(
             t.rank = pos
     note = None
     if mode in ("auto", "simulate"):
-        from chakra.sim import simulate
-
+        # files the simulator indexes itself, in its columnar table; decoded traces as they are
+        if all(isinstance(t, TraceFile) for t in traces):
+            sources: list[Any] = [t.path for t in traces]
+        else:
+            sources = [t if isinstance(t, Trace) else read_trace(t.path, rank=t.rank) for t in traces]
         try:
-            res = simulate(list(traces), network, system, record_nodes=True)
-            return dict(res.node_times or {}), "simulated", None
+            return _simulated_times(sources, network, system), "simulated", None
         except ChakraError as exc:
             if mode == "simulate":
                 raise
             note = f"not simulated ({exc}); "
-    if mode == "recorded" or (mode == "auto" and all(has_recorded_times(t) for t in traces)):
-        rec = {t.rank: recorded_times(t) for t in traces}
+    if mode == "recorded" or (mode == "auto" and all(has_recorded_times(r) for r in ranks)):
+        rec = {r.rank: recorded_times(r) for r in ranks}
         return rec, "recorded", (note + "using recorded times") if note else None
-    return {t.rank: asap_times(t) for t in traces}, "asap", (note or "") + "using the dependency-only schedule"
+    return {r.rank: asap_times(r) for r in ranks}, "asap", (note or "") + "using the dependency-only schedule"
+
+
+def _simulated_times(sources: Sequence[Any], network: Any, system: Any) -> dict[int, Times]:
+    """`chakra.sim.simulate`'s node times as arrays, taken from its rank engines: its public
+    result spells every node's times out as a dict of tuples (about 200 bytes a node), which
+    costs more than the whole analysis. The steps are `simulate`'s own, with default options."""
+    from chakra.sim import api
+
+    @api._without_gc
+    def run() -> dict[int, Times]:
+        opts = api.SimOptions()
+        setup = api._prepare(sources, network, system, None, opts)
+        engines = api._compile(setup, opts)
+        api._run(engines, api._Models(setup, opts, api._resolve_policy(opts.policy)), opts)
+        return {
+            e.rank: Times(
+                np.asarray(e.ids, dtype=np.uint64),
+                np.frombuffer(e.start, dtype=np.int64),
+                np.frombuffer(e.end, dtype=np.int64),
+            )
+            for e in engines
+        }
+
+    return run()

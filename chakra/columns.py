@@ -107,9 +107,14 @@ class Columns:
         return len(self.ids)
 
 
-def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None) -> Columns:
+def scan(
+    trace: AnyTrace,
+    visit: Optional[Callable[[int, pb.Node], None]] = None,
+    on_batch: Optional[Callable[[int, Sequence[pb.Node]], None]] = None,
+) -> Columns:
     """Walk a rank's nodes once into `Columns`; `visit(position, node)` sees every node that has
-    attributes or is not a compute node (the only ones with more to check), while it is alive."""
+    attributes or is not a compute node (the only ones with more to check), while it is alive;
+    `on_batch(first position, nodes)` sees every batch, for callers that keep more columns."""
     ids = array("Q")
     types = array("i")  # the proto enum is an int32
     dur = array("Q")
@@ -133,6 +138,8 @@ def scan(trace: AnyTrace, visit: Optional[Callable[[int, pb.Node], None]] = None
                 child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int64), lens).tobytes())
         for j in (j for j in range(k) if clens[j] and dlens[j]):
             merged[pos + j] = list(set(bctrl[j]).union(bdata[j]))
+        if on_batch is not None:
+            on_batch(pos, batch)
         if visit is not None:
             for j in range(k):
                 n = batch[j]
@@ -261,6 +268,12 @@ def find_cycle(cols: Columns) -> Optional[list[int]]:
 
 def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[float, list[int]]:
     """`chakra.graph.critical_path` on columns: (length µs, node ids); ValueError on a cycle."""
+    length, path = critical_positions(cols, dur_us)
+    return length, cols.ids[np.frombuffer(path, dtype=np.int64)].tolist() if path else []
+
+
+def critical_positions(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[float, Sequence[int]]:
+    """`critical_path` as node positions (an int64 array.array: 8 bytes a node on long paths)."""
     n = len(cols.ids)
     if not n:
         return 0.0, []
@@ -285,16 +298,16 @@ def critical_path(cols: Columns, dur_us: Optional[np.ndarray] = None) -> tuple[f
         finish[i] = start + dur[i]
         best[i] = bp
     end = int(np.argmax(fin))
-    path = []
+    path = array("q")
     i = end
     while i != -1:
-        path.append(int(cols.ids[i]))
+        path.append(i)
         i = best[i]
     path.reverse()
     return float(fin[end]), path
 
 
-def asap_starts(cols: Columns) -> list[int]:
+def asap_starts(cols: Columns) -> Sequence[int]:
     """`chakra.graph.asap_starts` on columns: start (µs) of every node, by position, when each runs
     as soon as its dependencies end. ValueError on a cycle, worded as `chakra.graph.topo_order`."""
     n = len(cols.ids)
@@ -303,10 +316,17 @@ def asap_starts(cols: Columns) -> list[int]:
     if len(stuck):
         ids = [int(cols.ids[i]) for i in stuck[:10]]
         raise ValueError(f"dependency cycle among nodes {ids}{' ...' if len(stuck) > 10 else ''}")
-    # Python ints: uint64 durations summed along a long chain must not wrap
-    dur = cols.dur_us.tolist()
-    start = [0] * n
-    end = [0] * n
+    if float(cols.dur_us.sum(dtype=np.float64)) < 2.0**62:
+        # no chain can reach 2**63: int64 buffers, 8 bytes a node
+        dur = memoryview(cols.dur_us.astype(np.int64))
+        start_np = np.zeros(n, dtype=np.int64)
+        end_np = np.zeros(n, dtype=np.int64)
+        start, end = memoryview(start_np), memoryview(end_np)
+    else:
+        # Python ints: uint64 durations summed along a long chain must not wrap
+        dur = cols.dur_us.tolist()
+        start = [0] * n
+        end = [0] * n
     pp, par = memoryview(ptr), memoryview(parents)
     for i in order:
         s = 0

@@ -40,7 +40,7 @@ def analyze_cmd(
     [bold]chakra analyze run.log[/]
     """
     from chakra import analysis
-    from chakra.io import read_traces
+    from chakra.columns import open_traces
 
     with handle_errors():
         if len(traces) == 1 and analysis.is_sim_log(Path(traces[0])):
@@ -50,12 +50,15 @@ def analyze_cmd(
             else:
                 _print_log(report)
             return
-        loaded = read_traces(traces)
-        times, source, note = analysis.schedule_traces(loaded, schedule, network=network, system=system)
+        # .et files stay on disk: each rank is read once into columns, the simulator reads its own
+        loaded = open_traces(traces)
+        ranks = analysis.read_ranks(loaded)
+        times, source, note = analysis.schedule_ranks(loaded, ranks, schedule, network=network, system=system)
         if note:
             warn(note)
         info(f"schedule: {source}", quiet)
-        report = analysis.analyze_traces(loaded, times, source=source)
+        report = analysis.analyze_ranks(ranks, times, source=source)
+        del ranks, times
         if html is not None:
             from chakra.report.figures import analyze_sections
             from chakra.report.html import write_html

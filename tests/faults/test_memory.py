@@ -1,4 +1,4 @@
-"""Memory of the commands that read a whole rank (validate, stats) on a long dependency chain.
+"""Memory of the commands that read a whole rank (validate, stats, analyze) on a long dependency chain.
 
 They keep columns (ids, types, durations, edges: tens of bytes a node), never the decoded nodes
 (about 400 bytes a node as protobuf objects), so their peak grows by a small multiple of the
@@ -57,3 +57,24 @@ def test_validate_and_stats_memory_is_a_small_multiple_of_the_file(tmp_path):
     assert rank["nodes"] == NODES and rank["critical_path_nodes"] == NODES
     assert rank["critical_path_us"] == length and rank["compute_us"] == length
     assert run.max_rss_mb - base < 8 * size_mb + 20, (run.max_rss_mb, base, size_mb)
+
+
+def test_analyze_memory_is_a_small_multiple_of_the_file(tmp_path):
+    """analyze keeps the same columns plus a schedule (two int64 a node) and the names as bytes,
+    with the dependency-only schedule and with the simulator's."""
+    path = tmp_path / "chain.0.et"
+    length = _chain(path, NODES)
+    size_mb = path.stat().st_size / 2**20
+    base = chakra("validate", "--json", "-q", tmp_path / "absent.et").max_rss_mb
+    for schedule, source in (("asap", "asap"), ("auto", "simulated")):
+        run = chakra("analyze", "--schedule", schedule, "--json", "-q", path, timeout=60)
+        assert run.rc == 0, run.stderr[-2000:]
+        report = orjson.loads(run.stdout)
+        assert report["schedule"] == source
+        rank = report["ranks"]["0"]
+        # one rank of compute nodes back to back: every node is on both paths, nothing overlaps
+        assert rank["nodes"] == NODES and rank["breakdown"]["step"] == length * 1000
+        assert rank["critical_path"]["nodes"] == NODES and rank["critical_path"]["length_ns"] == length * 1000
+        assert rank["schedule_path"]["nodes"] == NODES and rank["schedule_path"]["busy_ns"] == length * 1000
+        assert rank["critical_path"]["top_nodes"][0] == {"id": 6, "name": "op6", "ns": 7000, "share": 7 / length}
+        assert run.max_rss_mb - base < 12 * size_mb + 20, (schedule, run.max_rss_mb, base, size_mb)
