@@ -249,6 +249,10 @@ _KIND_RES = np.array([RESOURCES.index(KIND_RESOURCE[k]) for k in KINDS], dtype=n
 _META = RESOURCES.index("meta")
 
 
+#: The largest schedule analyze computes, in ns (int64 with headroom for sums of starts and ends).
+_MAX_SCHEDULE_NS = float(1 << 62)
+
+
 @dataclass
 class RankData:
     """What the analysis needs of one rank, by node position, in one streamed pass: the graph
@@ -287,6 +291,13 @@ class RankData:
                 comm[pos] = op_class(n)
 
         cols = scan(trace, visit, on_batch)
+        total_us = float(cols.dur_us.sum(dtype=np.float64)) if len(cols) else 0.0
+        if total_us * 1000 >= _MAX_SCHEDULE_NS:  # schedules are int64 ns: refuse, never wrap around
+            raise TraceFormatError(
+                trace.path or f"rank {rank}",
+                f"the node durations add up to {total_us:.3g} µs, more than a schedule in 64-bit ns "
+                "can hold (about 146 years): not a recorded step (corrupt duration_micros?)",
+            )
         is_cpu = np.zeros(len(cols), dtype=np.int8)
         is_cpu[cpu] = 1
         off = np.zeros(len(cols) + 1, dtype=np.int64)

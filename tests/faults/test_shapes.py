@@ -106,3 +106,17 @@ def test_existing_files_with_a_newline_are_read(tmp_path, run_cli):
     assert res.exit_code == 0, res.stderr
     assert orjson.loads(res.stdout)["ranks"] == list(range(8))
     assert os.path.exists(tmp_path / "all\nreduce.7.et")
+
+
+@pytest.mark.parametrize("schedule", ["asap", "auto"])
+def test_durations_past_a_64_bit_schedule_are_refused(tmp_path, schedule):
+    """duration_micros is uint64: the real all-reduce sample with each compute node at 2^62 µs
+    sums past what a schedule in int64 ns holds; analyze names the file instead of wrapping around
+    (negative shares) or tracebacking."""
+    for t in read_traces([ALL_REDUCE]):
+        for n in t.nodes:
+            n.duration_micros = (1 << 62) - 1
+        write_trace(tmp_path / f"huge.{t.rank}.et", t)
+    run = chakra("analyze", tmp_path / "huge", "--schedule", schedule, "-q")
+    line = assert_one_line(run)
+    assert "huge.0.et" in line and "more than a schedule in 64-bit ns can hold" in line
