@@ -19,6 +19,7 @@ from chakra.columns import AnyTrace, Columns, find_cycle, scan
 from chakra.schema import pb
 
 NodeCheck = Callable[[pb.Node, Optional[int], Any], None]
+OnNode = Callable[[int, pb.Node], None]
 
 
 class _Buffer:
@@ -58,15 +59,20 @@ class _Buffer:
                 report.counts[key] += n - shown[key]
 
 
-def check_rank_columns(trace: AnyTrace, report: Any, node_check: NodeCheck, keep: int) -> bool:
-    """Duplicate ids, self and dangling dependencies, `node_check` per node, then cycles; True when
-    the ids are unique and the graph has no cycle (so order-dependent checks can run)."""
+def check_rank_columns(
+    trace: AnyTrace, report: Any, node_check: NodeCheck, keep: int, on_node: Optional[OnNode] = None
+) -> Optional[Columns]:
+    """Duplicate ids, self and dangling dependencies, `node_check` per node, then cycles. Returns the
+    columns when the ids are unique and the graph has no cycle (so order-dependent checks can run on
+    them without a second read), else None. `on_node(position, node)` sees every node of the pass."""
     rank = trace.rank
     buf = _Buffer(keep)
 
     def visit(pos: int, node: pb.Node) -> None:
         buf.pos, buf.seq = pos, 0
         node_check(node, rank, buf)
+        if on_node is not None:
+            on_node(pos, node)
 
     cols = scan(trace, visit)
     report.nodes += len(cols)
@@ -81,13 +87,13 @@ def check_rank_columns(trace: AnyTrace, report: Any, node_check: NodeCheck, keep
     buf.flush(report)
 
     if len(dups):
-        return False
+        return None
     cycle = find_cycle(cols)
     if cycle:
         shown = " -> ".join(map(str, cycle[:12])) + (" ..." if len(cycle) > 12 else "")
         report.add("error", "cycle", f"dependency cycle: {shown}", rank, cycle[0])
-        return False
-    return True
+        return None
+    return cols
 
 
 def _dep_findings(

@@ -15,10 +15,14 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Optional
 
+import numpy as np
+
 from chakra.collective_order import meet_key, order_conflicts
+from chakra.columns import Columns, parent_lists
+from chakra.columns import kahn as column_kahn
 from chakra.commgroups import metadata_groups, parse_pg_list
 from chakra.errors import excerpt
-from chakra.graph import dependency_lists, kahn, priority_topo_order, stuck_cycle
+from chakra.graph import kahn, stuck_cycle
 from chakra.rankcheck import check_rank_columns
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
 from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
@@ -110,8 +114,17 @@ def _num(attr: Optional[pb.AttributeProto]) -> Optional[int]:
 
 def check_rank(trace: Trace, report: Report) -> None:
     """Ids, dependencies and cycles of one rank on columns (one streamed pass), `_check_node` per node."""
-    if check_rank_columns(trace, report, _check_node, KEEP_PER_CODE):
-        check_collective_order(trace, report)
+    colls: dict[int, tuple[str, tuple[int, int]]] = {}
+
+    def note_collective(pos: int, n: pb.Node) -> None:
+        if n.type == NodeType.COMM_COLL_NODE:
+            key = _rendezvous_key(n)
+            if key is not None:
+                colls[pos] = key
+
+    cols = check_rank_columns(trace, report, _check_node, KEEP_PER_CODE, note_collective)
+    if cols is not None:
+        check_collective_order(cols, colls, trace.rank, report)
 
 
 _VALID_TYPES = frozenset(NodeType) - {NodeType.INVALID_NODE}
@@ -147,43 +160,57 @@ def _check_node(n: pb.Node, rank: Optional[int], report: Report) -> None:
         report.add(WARNING, "mem-without-size", f"memory node {nid} has no tensor_size", rank, nid)
 
 
-def check_collective_order(trace: Trace, report: Report) -> None:
+def _rendezvous_key(n: pb.Node) -> Optional[tuple[str, tuple[int, int]]]:
+    """(process group, `meet_key`) of a collective that rendezvous; None for one replayed from its
+    duration (a type the simulator does not model, or no size)."""
+    amap = _attr_map(n)
+    ctype = _num(amap.get("comm_type"))
+    if ctype not in MODELLED_COLLECTIVES or "comm_size" not in amap:
+        return None
+    pg = amap.get("pg_name")
+    pg_name = str(attr_value(pg) or "") if pg is not None else ""
+    return pg_name, meet_key(ctype, _num(amap.get("comm_size")) or 0)
+
+
+class _CsrParents:
+    """Parent positions of node i as a list, from `chakra.columns.parent_lists`' CSR arrays."""
+
+    def __init__(self, ptr: np.ndarray, idx: np.ndarray) -> None:
+        self.ptr, self.idx = ptr, idx
+
+    def __len__(self) -> int:
+        return len(self.ptr) - 1
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.idx[self.ptr[i] : self.ptr[i + 1]].tolist()
+
+
+def check_collective_order(
+    cols: Columns, colls: dict[int, tuple[str, tuple[int, int]]], rank: Optional[int], report: Report
+) -> None:
     """Collectives of one process group that the dependencies leave unordered and that differ.
 
-    The simulator's rendezvous (and ASTRA-sim) number a group's collectives in the order the rank
-    issues them, which is any order its dependencies allow; `chakra.collective_order.order_conflicts`
-    is that rule, so a trace this passes cannot meet different collectives on different ranks.
+    `colls`: node position -> (process group, `meet_key`) of the rank's collectives that rendezvous,
+    gathered in the same pass that built `cols`. The simulator's rendezvous (and ASTRA-sim) number a
+    group's collectives in the order the rank issues them, which is any order its dependencies
+    allow; `chakra.collective_order.order_conflicts` is that rule, so a trace this passes cannot
+    meet different collectives on different ranks.
     """
-
-    colls: dict[int, tuple[str, tuple[int, int]]] = {}
-    count: Counter = Counter()
-    for i, n in enumerate(trace.nodes):
-        if n.type != NodeType.COMM_COLL_NODE:
-            continue
-        amap = _attr_map(n)
-        ctype = _num(amap.get("comm_type"))
-        if ctype not in MODELLED_COLLECTIVES or "comm_size" not in amap:
-            continue  # replayed from its duration: never rendezvous
-        pg = amap.get("pg_name")
-        pg_name = str(attr_value(pg) or "") if pg is not None else ""
-        colls[i] = (pg_name, meet_key(ctype, _num(amap.get("comm_size")) or 0))
-        count[pg_name] += 1
-    if max(count.values(), default=0) < 2:
+    if max(Counter(pg for pg, _ in colls.values()).values(), default=0) < 2:
         return
-    nodes = trace.nodes if isinstance(trace.nodes, list) else list(trace.nodes)  # a streamed rank
-    _, parents = dependency_lists(nodes)
-    order, _stuck = priority_topo_order(parents, range(len(nodes)))
-    for pg, a, b in order_conflicts(parents, order, colls):
-        na, nb = nodes[a], nodes[b]
+    ptr, idx = parent_lists(cols)
+    order, _stuck = column_kahn(ptr, idx)  # any dependency-respecting order: the rule needs only ancestry
+    for pg, a, b in order_conflicts(_CsrParents(ptr, idx), order, colls):
+        ida, idb = int(cols.ids[a]), int(cols.ids[b])
         report.add(
             ERROR,
             "collective-order-open",
-            f"process group {pg or 'all'!r}: collectives node {na.id} ({collective_name(colls[a][1][0])} "
-            f"{colls[a][1][1]} B) and node {nb.id} ({collective_name(colls[b][1][0])} {colls[b][1][1]} B) have "
+            f"process group {pg or 'all'!r}: collectives node {ida} ({collective_name(colls[a][1][0])} "
+            f"{colls[a][1][1]} B) and node {idb} ({collective_name(colls[b][1][0])} {colls[b][1][1]} B) have "
             "no dependency path between them, so ranks may issue them in different orders and meet "
             "different collectives (make the later depend on the earlier)",
-            trace.rank,
-            nb.id,
+            rank,
+            idb,
         )
 
 
