@@ -120,7 +120,6 @@ def simulate_cmd(
 
       [bold]chakra simulate out/ddp2 --log run.csv --timeline run.json[/]
     """
-    from chakra.files import STDIN
     from chakra.sim import SimOptions
     from chakra.sim.config import load_network, load_system
 
@@ -140,12 +139,10 @@ def simulate_cmd(
             slots=_parse_slots(slots),
             missing_deps=missing_deps.value,
         )
-        # A config on standard input can be read once: load it here for the simulation and the
-        # ASTRA-sim checks alike.
-        if network is not None and str(network) == STDIN:
-            network = load_network(network)
-        if system is not None and str(system) == STDIN:
-            system = load_system(system)
+        # The configs are read once, here, for the simulation and the ASTRA-sim checks alike (a
+        # config on standard input could not be read twice).
+        network = load_network(network) if network is not None else None
+        system = load_system(system) if system is not None else None
         # 2. the run, logged where asked (or to a temp file a timeline is drawn from)
         with _event_log(log, timeline) as log_path:
             result = _run(traces, network, system, memory, replace(options, log_path=log_path), quiet)
