@@ -154,7 +154,18 @@ def _process_gone(pid: int) -> bool:
         return True
     except PermissionError:  # alive, another user's
         return False
-    return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A killed worker whose new parent (a container's init, say) never reaps it stays a zombie:
+    signal 0 still reaches it, yet it will never write again."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"Z", b"X")
 
 
 def stale_temps(path: PathLike) -> Iterator[Path]:

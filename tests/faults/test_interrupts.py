@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import signal
+import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -141,6 +142,29 @@ def test_stale_temp_files_of_live_processes_are_kept(inputs, tmp_path):
     assert run.rc == 0, run.stderr
     assert not mine_dead.exists()
     assert alive.exists() and other.exists()
+
+
+def test_temp_files_of_unreaped_workers_are_removed(inputs, tmp_path):
+    """A killed worker that nobody reaps (a container's init may not) stays a zombie: its pid
+    still answers signal 0, but its temporary file is stale all the same."""
+    import subprocess
+
+    from chakra.files import temp_path
+
+    proc = subprocess.Popen(["true"])  # exits at once; not waited for, so a zombie until reaped
+    try:
+        for _ in range(200):
+            with open(f"/proc/{proc.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        left = temp_path(temp_path(tmp_path / "j.0.json", pid=_dead_pid()), pid=proc.pid)
+        left.write_text("x")
+        run = chakra("jsonize", inputs / "all_reduce", "-o", tmp_path / "j", "-q")
+        assert run.rc == 0, run.stderr
+        assert not left.exists()
+    finally:
+        proc.wait()
 
 
 def _dead_pid() -> int:
