@@ -28,6 +28,7 @@ Usage (torch is an optional extra: ``pip install torch``)::
     python tools/record_pytorch.py --out /tmp/runs all --rounds 5   # the whole validation set
     python tools/record_pytorch.py --out /tmp/runs predict           # chakra's predictions
     python tools/record_pytorch.py --out /tmp/zoo zoo --world 4 ddp tp pp   # the trace zoo
+    python tools/record_pytorch.py --out /tmp/gpu gpu                   # GPU runs (tools/pytorch_gpu.py)
 
 ``zoo`` records small multi-rank training steps, one per kind of parallelism (DDP with buckets,
 no_sync and unused parameters; FSDP2 ``fully_shard``; tensor, pipeline (1F1B) and expert (MoE
@@ -677,7 +678,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     z = sub.add_parser("zoo", help="small multi-rank traces, one per kind of parallelism -> OUT/<workload><world>/")
     z.add_argument("workloads", nargs="*", help="ddp fsdp tp pp moe groups misc (default: all)")
     z.add_argument("--world", type=int, default=4, help="ranks (gloo processes on this machine)")
+    import pytorch_gpu
+
+    g = sub.add_parser("gpu", help="GPU runs: fp32, AMP, fused AdamW, CUDA graphs, compile, DDP -> OUT/<variant>/")
+    g.add_argument("variants", nargs="*", help=f"any of {' '.join(pytorch_gpu.VARIANTS)} (default: all)")
+    pytorch_gpu.add_options(g)
     args = ap.parse_args(argv)
+    if args.cmd == "gpu":
+        return pytorch_gpu.run(args)
     if args.cmd == "run":
         t = run_training(args.out, args.world, args.optim, args.steps, args.trace_steps, args.bucket_mb)
         print(f"{t['run']}: median step {t['step_s']['median'] * 1e3:.2f} ms ({t['wall_s']} s)")
