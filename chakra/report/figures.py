@@ -303,3 +303,45 @@ def traffic_sections(t: dict[str, Any], top_links: int = 32) -> list[Section]:
     )
     table = (["link", "bytes", "busy ns", "utilization %", "top collectives"], rows_t) if rows_t else None
     return [Section("Traffic", note, [heat, bars], table=table)]
+
+
+# ----------------------------------------------------------------------------- calibrate
+
+
+def calibration_sections(r: dict[str, Any]) -> list[Section]:
+    """Measured vs simulated per collective (before and after the fit) and per rank's step."""
+    go = plotly()
+    rows = r["collectives"]
+    meas = [x["measured_ns"] / _MS for x in rows]
+    scatter = go.Figure()
+    for key, name, color in (("before_ns", "before", "#BAB0AC"), ("after_ns", "after", "#F58518")):
+        ys = [x[key] / _MS for x in rows]
+        names = [x["collective"] for x in rows]
+        scatter.add_trace(go.Scatter(x=meas, y=ys, mode="markers", name=name, marker={"color": color, "size": 9},
+                                     text=names))  # fmt: skip
+    top = max(meas + [x["after_ns"] / _MS for x in rows], default=1.0)
+    scatter.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="simulated = measured",
+                                 line={"dash": "dot", "color": "#444"}))  # fmt: skip
+    _layout(scatter, "collectives: simulated vs measured", "measured (ms)", "simulated (ms)")
+    ranks = r["per_rank"]
+    xs = [str(x["rank"]) for x in ranks] + ["job"]
+    st = r["step"]
+    step = go.Figure()
+    for key, name, color in (("measured_ns", "measured", "#4C78A8"), ("before_ns", "before", "#BAB0AC"),
+                             ("after_ns", "after", "#F58518")):  # fmt: skip
+        step.add_trace(go.Bar(x=xs, y=[x[key] / _MS for x in ranks] + [st[key] / _MS], name=name, marker_color=color))
+    _layout(step, "step per rank: measured, simulated before and after", "rank", "ms", barmode="group")
+    net = r["network"]
+    note = (
+        f"fitted: bandwidth {', '.join(f'{b:.4g}' for b in net['bandwidth_GBps'])} GB/s, latency "
+        f"{', '.join(f'{x:,.0f}' for x in net['latency_ns'])} ns, compute x{r['compute_scale']:.4g}; step error "
+        f"{100 * st['error_before']:+.2f}% before, {100 * st['error_after']:+.2f}% after"
+    )
+    table = (
+        ["collective", "bytes", "measured ms", "before ms", "after ms"],
+        [
+            [x["collective"], x["bytes"], x["measured_ns"] / _MS, x["before_ns"] / _MS, x["after_ns"] / _MS]
+            for x in rows[:60]
+        ],
+    )
+    return [Section("Calibration", note, [scatter, step], table=table)]
