@@ -117,3 +117,39 @@ def test_refuses_traces_without_measurements(samples_dir, tmp_path, run_cli):
     res = run_cli("calibrate", str(samples_dir / "astrasim/all_reduce_8npus_1MB/all_reduce"), "-o",
                   str(tmp_path / "missing" / "x"))  # fmt: skip
     assert res.exit_code == 1 and "does not exist" in res.stderr
+
+
+def test_real_astrasim_runs_the_calibrated_job_within_target(zoo, tmp_path, run_cli):
+    """The fitted network and system, with the compute scale written into the traces, exported and
+    run on the real ASTRA-sim (congestion-aware binary): its step is within 5% of the measured one,
+    and `chakra simulate` on the same files agrees with it on every rank."""
+    from chakra.io import write_rank_traces
+    from tests.interop.astrasim import bin_dir, run
+
+    folder, why = bin_dir()
+    if folder is None:
+        pytest.skip(why)
+    prefix = zoo("ddp4")
+    fit = tmp_path / "fit"
+    res = run_cli("calibrate", str(prefix), "-o", str(fit), "--json", "-q")
+    assert res.exit_code == 0, res.stderr
+    rep = json.loads(res.stdout)
+    scaled = tmp_path / "scaled"
+    write_rank_traces(scaled, scaled_traces(read_traces([prefix]), rep["compute_scale"]))
+    groups = Path(f"{prefix}.comm_groups.json")
+    if groups.exists():
+        Path(f"{scaled}.comm_groups.json").write_bytes(groups.read_bytes())
+    out = tmp_path / "astra"
+    res = run_cli("export", "astra-sim", str(scaled), "-o", str(out), "--network", f"{fit}.network.yml",
+                  "--system", f"{fit}.system.json", "--json", "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads(res.stdout)
+    argv = summary["command"].split()
+    argv[0] = str(folder / argv[0])
+    finished, log = run(argv, tmp_path)
+    assert sorted(finished) == [0, 1, 2, 3], log[-1500:]
+    measured = rep["step"]["measured_ns"]
+    assert abs(max(finished.values()) - measured) <= TARGET * measured, (finished, measured)
+    sim = run_cli("simulate", *summary["simulate_command"].split()[2:], "--json", "-q")
+    ours = {int(r): v["finish_ns"] for r, v in json.loads(sim.stdout)["ranks"].items()}
+    assert all(abs(ours[r] - t) <= 1e-3 * t for r, t in finished.items()), (ours, finished)
