@@ -168,6 +168,8 @@ def simulate_cmd(
         # 3. what came out
         for line in result.warnings:
             warn(line)
+        if traffic and comm.value == "replay":
+            warn("--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted")
         _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
         if html is not None:
             from chakra.report.figures import simulate_sections
