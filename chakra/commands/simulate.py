@@ -78,6 +78,14 @@ _Slots = typer.Option(
 )
 _Log = typer.Option(None, "--log", help="Write the timeline log (issue/callback CSV lines).")
 _Timeline = typer.Option(None, "--timeline", help="Write a Chrome/Perfetto trace JSON of the simulated run.")
+_Traffic = typer.Option(
+    False,
+    "--traffic",
+    help="Record bytes, busy time and utilization per dimension and (aware backend) per link over time; "
+    "in the tables, --json, the --log and the --html report.",
+)
+_TrafficBins = typer.Option(40, "--traffic-bins", help="Time bins of the --traffic figures.")
+_Html = typer.Option(None, "--html", help="Write a self-contained HTML report (per-rank times; traffic heat map).")
 _MissingDeps = typer.Option(
     MissingDeps.error,
     "--missing-deps",
@@ -104,6 +112,9 @@ def simulate_cmd(
     log: Optional[Path] = _Log,
     timeline: Optional[Path] = _Timeline,
     missing_deps: MissingDeps = _MissingDeps,
+    traffic: bool = _Traffic,
+    traffic_bins: int = _TrafficBins,
+    html: Optional[Path] = _Html,
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -119,6 +130,8 @@ def simulate_cmd(
       [bold]chakra simulate out/ddp2 --comm replay --json[/]   (replay recorded comm times)
 
       [bold]chakra simulate out/ddp2 --log run.csv --timeline run.json[/]
+
+      [bold]chakra simulate out/ddp2 --traffic --html run.html[/]   (where the bytes went)
     """
     from chakra.sim import SimOptions
     from chakra.sim.config import load_network, load_system
@@ -138,6 +151,8 @@ def simulate_cmd(
             policy=policy,
             slots=_parse_slots(slots),
             missing_deps=missing_deps.value,
+            traffic=traffic,
+            traffic_bins=traffic_bins,
         )
         # The configs are read once, here, for the simulation and the ASTRA-sim checks alike (a
         # config on standard input could not be read twice).
@@ -153,11 +168,22 @@ def simulate_cmd(
         # 3. what came out
         for line in result.warnings:
             warn(line)
+        if traffic and comm.value == "replay":
+            warn("--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted")
         _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
+        if html is not None:
+            from chakra.report.figures import simulate_sections
+            from chakra.report.html import write_html
+
+            title = f"chakra simulate: {', '.join(traces)}"
+            write_html(html, title, simulate_sections(result.to_json()), subtitle=_subtitle(result))
+            info(f"wrote {html}", quiet)
         if json_out:
             print_json(result.to_json())
         else:
             _print_result(result, quiet)
+            if result.traffic is not None:
+                _print_traffic(result.traffic)
 
 
 @contextlib.contextmanager
@@ -230,6 +256,40 @@ def _print_result(result, quiet: bool) -> None:
             "ASTRA-sim does not model, or no comm_type/comm_size)",
             quiet,
         )
+
+
+def _subtitle(result) -> str:
+    s = result.settings
+    return f"congestion-{s['congestion']}, comm {s['comm_mode']}, {s['compat']} model"
+
+
+def _print_traffic(t: dict) -> None:
+    """Bytes and utilization per dimension, then the heaviest links and what loaded them."""
+    table = Table(title=f"traffic per dimension ({t['backend']} backend, over {t['span_ns']:,} ns)")
+    for col in ("dim", "topology", "NPUs", "messages", "bytes", "busy ns", "utilization", "peak bin"):
+        table.add_column(col, justify="right")
+    for d in t["dimensions"]:
+        table.add_row(
+            str(d["dim"]), d["topology"], str(d["npus"]), f"{d['messages']:,}", f"{d['bytes']:,}",
+            f"{d['busy_ns']:,}", f"{100 * d['utilization']:.3g}%", f"{100 * max(d['bins'], default=0):.3g}%",
+        )  # fmt: skip
+    table.caption = (
+        f"utilization: busy time over {'links' if t['backend'] == 'aware' else 'NPUs'} x time; "
+        f"{t['bins']} bins of {t['bin_ns']:,.0f} ns"
+    )
+    console.print(table)
+    if not t["links"]:
+        return
+    links = Table(title=f"heaviest links (of {len(t['links'])})")
+    for col in ("link", "bytes", "busy ns", "utilization", "peak bin", "loaded by"):
+        links.add_column(col, justify="left" if col in ("link", "loaded by") else "right")
+    for r in t["links"][:8]:
+        who = "\n".join(f"{c['name']}: {c['bytes']:,} B" for c in r["collectives"][:3])
+        links.add_row(
+            r["link"], f"{r['bytes']:,}", f"{r['busy_ns']:,}", f"{100 * r['utilization']:.3g}%",
+            f"{100 * max(r['bins'], default=0):.3g}%", who,
+        )  # fmt: skip
+    console.print(links)
 
 
 def _parse_slots(text: Optional[str]) -> Optional[dict[str, int]]:

@@ -246,3 +246,102 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
             table=(["ms per step", "baseline", "predicted"], rows),
         )
     ]
+
+
+# ----------------------------------------------------------------------------- simulate --traffic
+
+
+def simulate_sections(result: dict[str, Any], top_links: int = 32) -> list[Section]:
+    """`chakra simulate --html`: the per-rank breakdown and, with --traffic, the traffic figures."""
+    ranks = [{"rank": int(r), **v} for r, v in result["ranks"].items()]
+    sections = [
+        Section(
+            "Where each rank's time goes",
+            f"finish {result['finish_ns'] / _MS:,.3f} ms; {result['settings'].get('breakdown_definition', '')}",
+            [rank_breakdown_figure(ranks, "simulated time per rank")],
+        )
+    ]
+    traffic = result.get("traffic")
+    if traffic:
+        sections.extend(traffic_sections(traffic, top_links))
+    return sections
+
+
+def traffic_sections(t: dict[str, Any], top_links: int = 32) -> list[Section]:
+    """Heat maps of utilization over time (links on the aware backend, else dimensions), bytes per
+    dimension, and the heaviest links with the collectives that loaded them."""
+    go = plotly()
+    bin_ms = t["bin_ns"] / _MS
+    xs = [round((i + 0.5) * bin_ms, 6) for i in range(t["bins"])]
+    links = t["links"][:top_links]
+    if links:
+        rows, names = [r["bins"] for r in links], [r["link"] for r in links]
+        what = f"utilization of the {len(links)} busiest links (of {len(t['links'])})"
+    else:
+        rows, names = (
+            [d["bins"] for d in t["dimensions"]],
+            [f"dim {d['dim']} ({d['topology']})" for d in t["dimensions"]],
+        )
+        what = "utilization per dimension (busy NPU-ns over NPUs x time)"
+    hover = "%{y}<br>t=%{x:.3f} ms<br>utilization %{z:.4f}<extra></extra>"
+    heat = go.Figure(go.Heatmap(z=rows, x=xs, y=names, colorscale="YlOrRd", zmin=0, colorbar={"title": "util."},
+                                hovertemplate=hover))  # fmt: skip
+    _layout(heat, f"{what}, {t['bins']} bins of {bin_ms:,.3f} ms", "time (ms)", "")
+    heat.update_layout(height=max(320, 22 * len(names) + 140), yaxis={"autorange": "reversed"})
+    dims = t["dimensions"]
+    bars = go.Figure(go.Bar(x=[f"dim {d['dim']} ({d['topology']})" for d in dims], y=[d["bytes"] for d in dims],
+                            text=[f"{100 * d['utilization']:.3g}%" for d in dims], textposition="auto"))  # fmt: skip
+    _layout(bars, "bytes per dimension (label: utilization over the run)", "", "bytes")
+    rows_t = []
+    for r in t["links"][:8]:
+        top = "; ".join(f"{c['name']}: {c['bytes']:,} B" for c in r["collectives"][:3])
+        rows_t.append([r["link"], r["bytes"], r["busy_ns"], 100 * r["utilization"], top])
+    note = f"{t['backend']} backend, span {t['span_ns'] / _MS:,.3f} ms. Utilization: busy time over " + (
+        "the link's time."
+        if t["backend"] == "aware"
+        else "NPUs x time (the unaware backend never queues: >100% means congestion)."
+    )
+    table = (["link", "bytes", "busy ns", "utilization %", "top collectives"], rows_t) if rows_t else None
+    return [Section("Traffic", note, [heat, bars], table=table)]
+
+
+# ----------------------------------------------------------------------------- calibrate
+
+
+def calibration_sections(r: dict[str, Any]) -> list[Section]:
+    """Measured vs simulated per collective (before and after the fit) and per rank's step."""
+    go = plotly()
+    rows = r["collectives"]
+    meas = [x["measured_ns"] / _MS for x in rows]
+    scatter = go.Figure()
+    for key, name, color in (("before_ns", "before", "#BAB0AC"), ("after_ns", "after", "#F58518")):
+        ys = [x[key] / _MS for x in rows]
+        names = [x["collective"] for x in rows]
+        scatter.add_trace(go.Scatter(x=meas, y=ys, mode="markers", name=name, marker={"color": color, "size": 9},
+                                     text=names))  # fmt: skip
+    top = max(meas + [x["after_ns"] / _MS for x in rows], default=1.0)
+    scatter.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="simulated = measured",
+                                 line={"dash": "dot", "color": "#444"}))  # fmt: skip
+    _layout(scatter, "collectives: simulated vs measured", "measured (ms)", "simulated (ms)")
+    ranks = r["per_rank"]
+    xs = [str(x["rank"]) for x in ranks] + ["job"]
+    st = r["step"]
+    step = go.Figure()
+    for key, name, color in (("measured_ns", "measured", "#4C78A8"), ("before_ns", "before", "#BAB0AC"),
+                             ("after_ns", "after", "#F58518")):  # fmt: skip
+        step.add_trace(go.Bar(x=xs, y=[x[key] / _MS for x in ranks] + [st[key] / _MS], name=name, marker_color=color))
+    _layout(step, "step per rank: measured, simulated before and after", "rank", "ms", barmode="group")
+    net = r["network"]
+    note = (
+        f"fitted: bandwidth {', '.join(f'{b:.4g}' for b in net['bandwidth_GBps'])} GB/s, latency "
+        f"{', '.join(f'{x:,.0f}' for x in net['latency_ns'])} ns, compute x{r['compute_scale']:.4g}; step error "
+        f"{100 * st['error_before']:+.2f}% before, {100 * st['error_after']:+.2f}% after"
+    )
+    table = (
+        ["collective", "bytes", "measured ms", "before ms", "after ms"],
+        [
+            [x["collective"], x["bytes"], x["measured_ns"] / _MS, x["before_ns"] / _MS, x["after_ns"] / _MS]
+            for x in rows[:60]
+        ],
+    )
+    return [Section("Calibration", note, [scatter, step], table=table)]

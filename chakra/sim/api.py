@@ -36,6 +36,7 @@ from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
+from chakra.sim.traffic import TrafficRecorder
 from chakra.trace import Trace, rank_set_problem
 
 PathLike = Union[str, os.PathLike]
@@ -68,10 +69,13 @@ class SimResult:
     # One line per situation where the real ASTRA-sim would abort, hang or stop a rank early,
     # saying what it would do; the answer above is still ours.
     warnings: list[str] = field(default_factory=list)
+    # Bytes, busy time and utilization per dimension and link over time (`traffic=True`; the
+    # shape is `chakra.sim.traffic.TrafficRecorder.summary`'s).
+    traffic: Optional[dict[str, Any]] = None
 
     def to_json(self) -> dict[str, Any]:
         """`{"ranks": {"<rank>": {...}}, "finish_ns": max, "settings": {...}, "events": n}`."""
-        return {
+        out = {
             "ranks": {str(r): asdict(v) for r, v in sorted(self.ranks.items())},
             "finish_ns": self.finish_ns,
             "units": "ns",
@@ -79,6 +83,9 @@ class SimResult:
             "events": self.events,
             "warnings": self.warnings,
         }
+        if self.traffic is not None:
+            out["traffic"] = self.traffic
+        return out
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -283,8 +290,14 @@ class SimOptions:
     network_model: Optional[NetworkModel] = None
     collective_model: Optional[CollectiveModel] = None
     memory_model: Optional[MemoryModel] = None
+    traffic: bool = False
+    traffic_bins: int = 40
 
     def __post_init__(self) -> None:
+        if self.traffic and not 1 <= self.traffic_bins <= 10_000:
+            raise ConfigError(f"traffic bins must be 1 to 10000, not {self.traffic_bins!r}")
+        if self.traffic and self.network_model is not None and not isinstance(self.network_model, Network):
+            raise ConfigError("traffic is recorded on the built-in network model only")
         if self.breakdown not in BREAKDOWNS:
             raise ConfigError(f"breakdown must be one of {', '.join(BREAKDOWNS)}, not {self.breakdown!r}")
         if self.congestion not in ("aware", "unaware"):
@@ -354,7 +367,9 @@ def simulate(
     (0) for every class with `comm_mode="replay"` (the measured schedule overlaps ops of different
     threads and streams; the trace's dependencies carry their order). `comm_groups` None: the
     `PREFIX.comm_groups.json` beside trace files, when there is one. `missing_deps`: "error" or
-    "drop" (ignore dependencies on node ids absent from a trace).
+    "drop" (ignore dependencies on node ids absent from a trace). `traffic`: record bytes, busy
+    time and utilization per dimension and link in `traffic_bins` time bins (`SimResult.traffic`;
+    every collective then runs on the shared clock, see `chakra.sim.traffic`).
     """
     t0 = time.perf_counter()
     opts = SimOptions(**fields) if options is None else dataclasses.replace(options, **fields)
@@ -469,13 +484,17 @@ def _run(engines: list[RankEngine], models: _Models, opts: SimOptions) -> Simula
         writer = _LogWriter(f)
         sim = _run_all(engines, models, writer)
         writer.flush()
+        if sim.messenger.traffic is not None:
+            finish = max((max(e.end) if e.n else 0 for e in engines), default=0)
+            f.write(sim.messenger.traffic.log_lines(finish).encode())
     return sim
 
 
 def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWriter]) -> Simulation:
     def attempt(live: Optional[bool]) -> Simulation:
+        traffic = TrafficRecorder(models.network, models.opts.traffic_bins) if models.opts.traffic else None
         sim = Simulation(engines, models.network, models.collectives, models.memory, policy=models.policy, log=log,
-                         live=live)  # fmt: skip
+                         live=live, traffic=traffic)  # fmt: skip
         sim.run()
         return sim
 
@@ -539,9 +558,12 @@ def _collect(
         "injection_scale": setup.system.injection_scale,
         "num_queues_per_dim": opts.num_queues_per_dim,
     }
+    finish = max((r.finish_ns for r in ranks.values()), default=0)
+    recorder = sim.messenger.traffic
     return SimResult(
+        traffic=recorder.summary(finish) if recorder is not None else None,
         ranks=ranks,
-        finish_ns=max((r.finish_ns for r in ranks.values()), default=0),
+        finish_ns=finish,
         node_times=node_times,
         settings=settings,
         events=sim.events,

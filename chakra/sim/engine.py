@@ -56,8 +56,12 @@ class Simulation:
         policy: Optional[Policy] = None,
         log: Optional[Callable[[tuple], None]] = None,
         live: Optional[bool] = None,
+        traffic: Any = None,
     ) -> None:
-        """`live`: force live mode on (True) or decide from the network and traces (None)."""
+        """`live`: force live mode on (True) or decide from the network and traces (None).
+        `traffic`: a `chakra.sim.traffic.TrafficRecorder` to note every message (forces live mode:
+        isolated collectives run on their own clocks and are memoised, so their messages would be
+        missed or counted once)."""
         self.engines = engines
         self.net = network
         self.colls = colls
@@ -76,6 +80,7 @@ class Simulation:
         first_come = bool(getattr(memory, "first_come", False)) and any(K_MEM in e.kind for e in engines)
         self.live = hasattr(colls, "live") and (
             bool(live)
+            or traffic is not None
             or self.rendezvous
             or first_come
             or bool(getattr(colls, "needs_live", False))
@@ -84,6 +89,7 @@ class Simulation:
         )
         self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
+        self.messenger.traffic = traffic
         self.meet = Rendezvous(engines, colls, self.clock, self.messenger, self.live)
 
     def run(self) -> None:

@@ -65,6 +65,8 @@ def _transmit_on(state: tuple, waiting: deque) -> None:
     links.pending[link] = waiting
     busy, deliver = net.link_times(link[0], size)
     links.free[link] = clock.now + busy
+    if links.traffic is not None:
+        links.traffic.link(link, clock.now, busy, size, arg[0])
     clock.at(deliver, _hop, (clock, net, links, route, i + 1, size, done, arg))
     clock.at(busy, _link_freed, (links, link))
 
@@ -81,7 +83,7 @@ def _link_freed(state: tuple) -> None:
 class Messenger:
     """Matches sends with receives on one clock and one network (see module doc)."""
 
-    __slots__ = ("clock", "net", "rendezvous", "free", "pending", "sent", "posted", "mismatched")
+    __slots__ = ("clock", "net", "rendezvous", "free", "pending", "sent", "posted", "mismatched", "traffic")
 
     def __init__(self, clock: Any, net: Network, rendezvous: bool = False) -> None:
         self.clock = clock
@@ -92,6 +94,7 @@ class Messenger:
         self.sent: dict[Any, deque] = {}  # key -> sizes of arrived messages nobody received yet
         self.posted: dict[Any, deque] = {}  # key -> (size, callback) of receives waiting
         self.mismatched: list[tuple] = []  # keys whose send and receive sizes differ
+        self.traffic: Any = None  # a chakra.sim.traffic.TrafficRecorder, when asked for
 
     def send(self, src: int, dst: int, size: int, key: Any, on_sent: Callable[[], None]) -> None:
         if not self.rendezvous:
@@ -107,6 +110,8 @@ class Messenger:
 
     # -- without the handshake --
     def _send(self, src: int, dst: int, size: int, key: Any, on_sent: Callable[[], None]) -> None:
+        if self.traffic is not None:
+            self.traffic.message(self.clock.now, src, dst, size, key)
         transmit(self.clock, self.net, self, src, dst, size, self._arrive, (key, size, on_sent))
 
     def _arrive(self, arg: tuple) -> None:

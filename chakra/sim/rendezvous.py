@@ -54,6 +54,8 @@ class Rendezvous:
             if self.live:
                 run = self.model.live(ctype, size, members, inv, self.clock, self.messenger, key, self._finisher(key))
             p = self.pending[key] = [ctype, size, [], run, 0, members]
+            if self.messenger.traffic is not None:
+                self.messenger.traffic.collective(key, ctype, size, int(e.ids[x]), len(members))
         elif meet_key(p[0], p[1]) != meet_key(ctype, size):
             r0, x0 = p[2][0]
             raise SimDeadlock(

@@ -184,6 +184,15 @@ def _no_warning(proc: subprocess.CompletedProcess, clone: Path) -> None:
     assert "warning" not in proc.stderr.lower(), proc.stderr
 
 
+def _traffic_tables(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    assert "traffic per dimension" in proc.stdout and "heaviest links" in proc.stdout, proc.stdout
+
+
+def _calibrated_step(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    doc = json.loads((clone / "out/ddp2_fit.calibration.json").read_text())
+    assert abs(doc["step"]["error_after"]) <= 0.05, doc["step"]
+
+
 #: a fragment of a README command -> what its output must show (beyond exit 0, no traceback).
 CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "all_reduce_8npus_1MB/all_reduce": [_finish_all_ranks(117_780), _no_warning],
@@ -197,6 +206,8 @@ CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "report out/gpt64_sweep -o out/gpt64_sweep.html": [_self_contained("out/gpt64_sweep.html")],
     "--html out/ddp2_analysis.html": [_self_contained("out/ddp2_analysis.html")],
     "--html out/gpt64_amp.html": [_self_contained("out/gpt64_amp.html")],
+    "--traffic --html out/ddp2.traffic.html": [_traffic_tables, _self_contained("out/ddp2.traffic.html")],
+    "calibrate out/ddp2 -o out/ddp2_fit": [_calibrated_step, _self_contained("out/ddp2_fit.html")],
 }
 
 
