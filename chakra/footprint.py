@@ -82,6 +82,7 @@ class Use:
     ins: list[tuple[int, int, int, int, int, str]]
     outs: list[tuple[int, int, int, int, int, str]]
     end: int = 0
+    keys: dict = field(default_factory=dict)  # (storage id, device) -> allocation key (`allocations`)
 
 
 def _io(node: pb.Node, which: str, path: str) -> list:
@@ -129,21 +130,36 @@ class Alloc:
     tensor_ids: set = field(default_factory=set)
 
 
-def allocations(uses: Sequence[Use]) -> dict[tuple[int, str], Alloc]:
-    """(storage id, device) -> Alloc."""
-    allocs: dict[tuple[int, str], Alloc] = {}
+def allocations(uses: Sequence[Use]) -> dict[tuple[int, str, int], Alloc]:
+    """(storage id, device, generation) -> Alloc; each use's `keys` maps its (storage id, device)
+    pairs to those keys.
+
+    The ET numbers storages by address, so a block freed and allocated again keeps its id: an
+    operator that outputs a storage it did not take as an input, after that storage's last use,
+    made a new allocation (the next generation).
+    """
+    allocs: dict[tuple[int, str, int], Alloc] = {}
+    current: dict[tuple[int, str], tuple[int, str, int]] = {}
     broadcast_views: set[int] = set()
     for k, u in enumerate(uses):
         if u.name in BROADCASTING:
             broadcast_views.update(t[0] for t in u.outs)
+        inputs = {(t[1], t[5]) for t in u.ins}
+        keys = u.keys = {}
         for is_out, group in ((False, u.ins), (True, u.outs)):
             for tid, sid, offset, numel, itemsize, device in group:
                 if numel <= 0 or device == "meta":
                     continue
-                key = (sid, device)
-                a = allocs.get(key)
-                if a is None:
-                    a = allocs[key] = Alloc(sid, device, first=k, last=k, resident=not is_out, first_op=u.name)
+                sk = (sid, device)
+                key = keys.get(sk)
+                if key is None:
+                    key = current.get(sk)
+                    if key is None or (is_out and sk not in inputs and allocs[key].last < k):
+                        key = (sid, device, key[2] + 1 if key is not None else 0)
+                        current[sk] = key
+                        allocs[key] = Alloc(sid, device, first=k, last=k, resident=not is_out, first_op=u.name)
+                    keys[sk] = key
+                a = allocs[key]
                 a.last, a.last_op = k, u.name
                 a.tensor_ids.add(tid)
                 if tid not in broadcast_views:
@@ -260,21 +276,21 @@ def rank_footprints(
 # ----------------------------------------------------------------------------- classes of allocations
 
 
-def classify(uses: Sequence[Use], allocs: dict[tuple[int, str], Alloc]) -> dict[tuple[int, str], str]:
+def classify(uses: Sequence[Use], allocs: dict[tuple[int, str, int], Alloc]) -> dict[tuple[int, str, int], str]:
     """Each allocation's role, from where it is used: `activation` (made outside backward and the
     optimizer, used again in backward), `parameter` (resident, used outside the optimizer and in
     it), `gradient` (used by the optimizer, made in backward), `optimizer_state` (resident, used
     only inside optimizer steps), else `other`."""
-    in_bwd = _inside(uses, BACKWARD)
-    in_opt = _inside(uses, OPTIMIZER)
-    where: dict[tuple[int, str], set[str]] = {}
-    made: dict[tuple[int, str], str] = {}
+    in_bwd = inside(uses, BACKWARD)
+    in_opt = inside(uses, OPTIMIZER)
+    where: dict[tuple[int, str, int], set[str]] = {}
+    made: dict[tuple[int, str, int], str] = {}
     for k, u in enumerate(uses):
         region = "opt" if in_opt[k] else "bwd" if in_bwd[k] else "fwd"
         for is_out, group in ((False, u.ins), (True, u.outs)):
             for t in group:
-                key = (t[1], t[5])
-                if key not in allocs:
+                key = u.keys.get((t[1], t[5]))
+                if key is None:
                     continue
                 where.setdefault(key, set()).add(region)
                 if is_out and key not in made and not allocs[key].resident:
@@ -294,7 +310,7 @@ def classify(uses: Sequence[Use], allocs: dict[tuple[int, str], Alloc]) -> dict[
     return roles
 
 
-def _inside(uses: Sequence[Use], rx: re.Pattern) -> list[bool]:
+def inside(uses: Sequence[Use], rx: re.Pattern) -> list[bool]:
     """Per use: whether it starts inside the time window of an operator whose name matches `rx`."""
     merged: list[list[int]] = []
     for s, e in sorted((u.start, u.end) for u in uses if rx.search(u.name)):
@@ -382,6 +398,7 @@ __all__ = [
     "classify",
     "fmt_bytes",
     "footprint",
+    "inside",
     "main_device",
     "measured_figure",
     "parse_bytes",
