@@ -192,7 +192,30 @@ def analyze_sections(report: dict[str, Any], top: int = 12) -> list[Section]:
     figs = [critical_path_figure(f"rank {r}", ranks[r]["critical_path"], top) for r in slowest]
     sections.append(Section("Critical path: top operators", "The dependency chain that sets the step time "
                             "(slowest ranks first), by operator class.", figs))  # fmt: skip
+    if "memory" in report:
+        sections.append(memory_section(report["memory"]))
     return sections
+
+
+def memory_section(memory: dict[str, Any]) -> Section:
+    """Live tensor bytes over time per rank (chakra.footprint), with the peaks as a table."""
+    go = plotly()
+    fig = go.Figure()
+    for rank, r in memory["ranks"].items():
+        pts = r["timeline"]
+        if not pts:
+            continue
+        t0 = pts[0][0]
+        fig.add_trace(go.Scatter(x=[(t - t0) / 1e3 for t, _ in pts], y=[b / 1e6 for _, b in pts], name=f"rank {rank}",
+                                 mode="lines", line_shape="hv"))  # fmt: skip
+    _layout(fig, "live tensor bytes per rank", "ms from the rank's first operator", "MB")
+    rows = [[str(rank), r["device"], r["peak_bytes"] / 1e6, r["resident_bytes"] / 1e6,
+             (r["peak_op"] or {}).get("name", "-")] for rank, r in memory["ranks"].items()]  # fmt: skip
+    note = (
+        "From the tensors each operator reads and writes: allocations first seen as an input (parameters, "
+        "optimizer state) count all along, the others from first to last use. A lower bound of the allocator's figure."
+    )
+    return Section("Memory footprint", note, [fig], table=(["rank", "device", "peak MB", "resident MB", "at"], rows))
 
 
 def critical_path_figure(who: str, cp: dict[str, Any], top: int = 12) -> Any:

@@ -184,6 +184,11 @@ def _no_warning(proc: subprocess.CompletedProcess, clone: Path) -> None:
     assert "warning" not in proc.stderr.lower(), proc.stderr
 
 
+def _memory_vs_allocator(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    # the README says how far the estimate is from the allocator's peak, on both ranks
+    assert proc.stdout.count("-2.4%") == 2, proc.stdout
+
+
 #: a fragment of a README command -> what its output must show (beyond exit 0, no traceback).
 CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "all_reduce_8npus_1MB/all_reduce": [_finish_all_ranks(117_780), _no_warning],
@@ -197,6 +202,7 @@ CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "report out/gpt64_sweep -o out/gpt64_sweep.html": [_self_contained("out/gpt64_sweep.html")],
     "--html out/ddp2_analysis.html": [_self_contained("out/ddp2_analysis.html")],
     "--html out/gpt64_amp.html": [_self_contained("out/gpt64_amp.html")],
+    "chakra memory out/ddp2mem -k": [_memory_vs_allocator, _no_warning],
 }
 
 

@@ -36,7 +36,7 @@ def test_peak_agrees_with_the_cpu_allocator(ddp2, run_cli):
     assert r.exit_code == 0, r.stderr
     rep = json.loads(r.stdout)
     assert sorted(rep["ranks"]) == ["0", "1"]
-    for rank, v in rep["ranks"].items():
+    for v in rep["ranks"].values():
         a = v["allocator"]
         # the allocator: what the traced step allocated at its peak (CPU counts from the profiler's start)
         assert a["measured_bytes"] == 169_988 and a["events"] > 100
@@ -84,8 +84,13 @@ def test_capacity(ddp2, run_cli):
 def test_memory_recipes_change_the_peak(ddp2, run_cli, tmp_path):
     prefix, _ = ddp2
     peaks = {}
-    for name, extra in (("ac", ["--recipe", "activation-checkpointing"]), ("z2", ["--recipe", "zero", "--stage", "2"]),
-                        ("z3", ["--recipe", "zero", "--stage", "3"]), ("z1", ["--recipe", "zero", "--stage", "1"])):  # fmt: skip
+    recipes = {
+        "ac": ["--recipe", "activation-checkpointing"],
+        "z1": ["--recipe", "zero", "--stage", "1"],
+        "z2": ["--recipe", "zero", "--stage", "2"],
+        "z3": ["--recipe", "zero", "--stage", "3"],
+    }
+    for name, extra in recipes.items():
         r = run_cli("whatif", str(prefix), *extra, "--no-simulate", "--json", "-o", str(tmp_path / name))
         assert r.exit_code == 0, r.stderr
         mem = json.loads(r.stdout)["memory"]["ranks"]
