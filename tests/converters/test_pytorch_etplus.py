@@ -121,3 +121,32 @@ def test_etplus_through_convert_auto_and_with_a_kineto_trace(samples_dir, tmp_pa
     assert r.exit_code == 1
     assert "already holds its Kineto figures" in r.stderr and "Traceback" not in r.stderr
     assert not list(tmp_path.glob("both*"))
+
+
+def test_gpu_etplus_gives_the_same_nodes_and_dependencies(samples_dir, tmp_path):
+    """A GPU run (H200, torch 2.11, fused Adam; samples/pytorch_gpu/fused) linked by the official tool.
+
+    The official linker keeps kernels and memcpys but not memsets (its GPU-op categories), so our
+    side links the same ET with the Kineto trace less its `gpu_memset` events; then every node
+    (kernels with their streams, launch queues, host operators) and every dependency is the same."""
+    run = samples_dir / "pytorch_gpu" / "fused"
+    doc = orjson.loads(gzip.decompress((run / "kineto.json.gz").read_bytes()))
+    memsets = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memset"]
+    assert len(memsets) == 50
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_memset"]
+    kineto = tmp_path / "kineto.json"
+    kineto.write_bytes(orjson.dumps(doc))
+    (own,) = convert_files([run / "et.json.gz"], [kineto], tmp_path / "own")
+    (plus,) = convert_files([samples_dir / "pytorch_etplus" / "gpu_fused_etplus.json.gz"], [], tmp_path / "plus")
+    assert plus["gpu_ops"] == own["gpu_ops"] == 376 and plus["gpu_ops_without_launcher"] == 0
+    assert plus["linked"] == own["linked"] == 3006
+    a, b = read_traces([tmp_path / "own"])[0], read_traces([tmp_path / "plus"])[0]
+    ka, kb = _keyed(a), _keyed(b)
+    assert len(ka) > 6000
+    assert Counter(ka.values()) == Counter(kb.values())
+    kernels = [get_attr(n, "stream") for n in b.nodes if get_attr(n, "is_cpu_op") is False]
+    assert len(kernels) == 376 and None not in kernels
+    ea, eb = _edges(a, ka), _edges(b, kb)
+    assert sum(ea.values()) > 6000
+    assert sum(((ea - eb) + (eb - ea)).values()) == 0
+    assert validate_traces([b]).ok
