@@ -352,7 +352,7 @@ def allocator_profile(path: Any) -> dict[str, Any]:
         total, nbytes = (a.get("Total Allocated"), a.get("Bytes")) if isinstance(a, dict) else (None, None)
         if type(total) is not int or type(nbytes) is not int:
             raise TraceFormatError(
-                path, f"traceEvents[{i}]: a [memory] event needs integer 'Total Allocated' and 'Bytes'", index=i
+                path, f"traceEvents[{i}]: a [memory] event needs integer 'Total Allocated' and 'Bytes'"
             )
         kind, dev = a.get("Device Type"), a.get("Device Id")
         name = "cpu" if kind == 0 else f"cuda:{dev}" if kind == 1 else f"device{kind}:{dev}"

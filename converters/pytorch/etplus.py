@@ -56,7 +56,7 @@ def load_etplus(name: str, raw: Any, keep_io: bool = True) -> tuple[ETFile, Kine
     host, gpu = [], []
     for index, n in enumerate(nodes):
         if not isinstance(n, dict):
-            raise TraceFormatError(name, f"node #{index}: expected an object, got {type(n).__name__}", index=index)
+            raise TraceFormatError(name, f"node #{index}: expected an object, got {type(n).__name__}")
         (gpu if n.get("cat") in GPU_CATS else host).append((index, n))
     pid = doc.get("pid") if type(doc.get("pid")) is int else 0
     kf = KinetoFile(path=name, pid=pid, size_bytes=len(raw), repaired=repaired)
@@ -117,10 +117,10 @@ def _span(name: str, index: int, n: dict) -> Optional[tuple[int, int]]:
     if ts is None or dur is None:
         return None
     if type(ts) not in (int, float) or type(dur) not in (int, float):
-        raise TraceFormatError(name, f"node #{index}: 'ts' and the duration must be numbers (µs)", index=index)
+        raise TraceFormatError(name, f"node #{index}: 'ts' and the duration must be numbers (µs)")
     t0, t1 = round(ts * 1000), round((ts + dur) * 1000)
     if not 0 <= t0 < _MAX_NS or not 0 <= t1 < _MAX_NS:
-        raise TraceFormatError(name, f"node #{index}: time out of range (ts={ts!r} µs, dur={dur!r} µs)", index=index)
+        raise TraceFormatError(name, f"node #{index}: time out of range (ts={ts!r} µs, dur={dur!r} µs)")
     return t0, max(t0, t1)
 
 

@@ -150,3 +150,14 @@ def test_gpu_etplus_gives_the_same_nodes_and_dependencies(samples_dir, tmp_path)
     assert sum(ea.values()) > 6000
     assert sum(((ea - eb) + (eb - ea)).values()) == 0
     assert validate_traces([b]).ok
+
+
+def test_bad_etplus_is_one_line(samples_dir, tmp_path, run_cli):
+    doc = orjson.loads(gzip.decompress((samples_dir / "pytorch_etplus" / "ddp2mem_etplus.0.json.gz").read_bytes()))
+    doc["nodes"][5]["ts"] = "soon"
+    bad = tmp_path / "bad.0.json"
+    bad.write_bytes(orjson.dumps(doc))
+    r = run_cli("convert", "pytorch", str(bad), "-o", str(tmp_path / "out"))
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert f"{bad}: node #5: 'ts' and the duration must be numbers" in r.stderr
+    assert not list(tmp_path.glob("out*"))

@@ -126,3 +126,15 @@ def test_gpu_peak_against_max_memory_allocated(samples_dir, tmp_path, run_cli):
     assert -0.20 <= rank["peak_bytes"] / measured - 1 <= 0.0
     # 8,769,792 float32 parameters + Adam's two moments, all resident
     assert rank["resident_bytes"] >= 3 * 8_769_792 * 4
+
+
+def test_memory_bad_inputs(ddp2, run_cli, tmp_path):
+    prefix, kinetos = ddp2
+    not_kineto = tmp_path / "k.0.json"
+    not_kineto.write_text('{"nodes": []}')
+    r = run_cli("memory", str(prefix), "-k", str(not_kineto))
+    assert r.exit_code == 1 and "not a Kineto trace" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("memory", str(prefix), "-k", str(kinetos[0]), "-k", str(kinetos[0]))
+    assert r.exit_code == 1 and "a second Kineto trace for rank 0" in r.stderr
+    r = run_cli("memory", str(tmp_path / "nothing"))
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
