@@ -261,7 +261,7 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
         for k, name in (("step", "step"), *_WHATIF_ROWS)
         if k in b["breakdown_per_step_ns"]
     ]
-    return [
+    sections = [
         Section(
             f"Baseline vs what-if ({report['recipe']})",
             note + "; " + "; ".join(report.get("notes") or []),
@@ -269,3 +269,15 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
             table=(["ms per step", "baseline", "predicted"], rows),
         )
     ]
+    if "memory" in report:  # a memory recipe: the peak per rank, before and after
+        mem = report["memory"]["ranks"]
+        xs = [f"rank {r}" for r in mem]
+        peaks = go.Figure()
+        for key, name, color in (("baseline_peak_bytes", "baseline", "#4C78A8"),
+                                 ("predicted_peak_bytes", f"what-if: {report['recipe']}", "#F58518")):  # fmt: skip
+            peaks.add_trace(go.Bar(x=xs, y=[v[key] / 1e6 for v in mem.values()], name=name, marker_color=color))
+        _layout(peaks, "peak live tensor bytes per rank", "", "MB", barmode="group")
+        rows = [[f"rank {r}", v["baseline_peak_bytes"] / 1e6, v["predicted_peak_bytes"] / 1e6] for r, v in mem.items()]
+        sections.append(Section("Memory: peak per rank", "chakra memory's rules (docs/memory.md).", [peaks],
+                                table=(["", "baseline MB", "predicted MB"], rows)))  # fmt: skip
+    return sections

@@ -111,3 +111,7 @@ def test_analyze_and_whatif_reports_render_in_chromium(run_cli, samples_dir, tmp
                   "--html", str(tmp_path / "whatif.html"), "-q")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     check_in_browser(tmp_path / "whatif.html", 2)
+    res = run_cli("whatif", str(tmp_path / "ddp2"), "--recipe", "zero", "--stage", "3",
+                  "--html", str(tmp_path / "zero.html"), "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    check_in_browser(tmp_path / "zero.html", 3)  # step time, breakdown, peak per rank before/after
