@@ -16,10 +16,10 @@ linker would have read (`Record function id` = the node's `rf_id`; a GPU event's
 names its launcher), so the result goes through the same linking, comm mapping and timeline.
 
 What the ET+ lost stays lost: Kineto's base time (times start from the trace's own µs clock),
-the launch calls (no queue nodes), the host thread of each op (the ET's `tid`; an op that is not
-inside its parent's time window, such as a gloo executor, gets a thread of its own, one per
-non-overlapping run), and the span of `ProfilerStep#N` (the official linker skips it: it is
-taken from its children).
+the launch calls, Kineto's thread ids (the ET's `tid` stands for them; a gloo executor, which the
+ET gives the issuing thread's tid, goes on a thread of its own, as gloo's pool runs it), the
+memsets (the official linker keeps kernels and memcpys only), and the span of `ProfilerStep#N`
+(the official linker skips it: it is taken from its children).
 """
 
 from __future__ import annotations
@@ -142,44 +142,30 @@ def _children_spans(host: list[tuple[int, dict]], spans: dict[int, tuple[int, in
 
 
 def _threads(host: list[tuple[int, dict]], spans: dict[int, tuple[int, int]]) -> dict[int, int]:
-    """A thread key per timed host node. The ET's `tid` does not tell gloo's run-loop threads from
-    the thread that issued the work, so: an op inside its parent's time window runs on the
-    parent's thread; any other op runs on the first thread of its `tid` where it nests in what is
-    open there (or nothing is), else on an extra one. A gloo executor always runs on an extra
-    thread (gloo's run loop), the first free one, as gloo hands work to its pool."""
-    parent: dict[int, Optional[int]] = {}
+    """A thread key per timed host node: its ET `tid` (x 1000), except for gloo executors. The ET
+    gives an executor the tid of the thread that issued it, but gloo runs it on a run-loop thread
+    of its own: each executor takes the first extra thread of that tid (tid x 1000 + k) whose last
+    executor has ended, as work queued to gloo's pool is picked up by a free thread."""
     tid: dict[int, int] = {}
     executor: set[int] = set()
     for _, n in host:
         i = n.get("id")
         if type(i) is int:
             t = _attr(n, "tid")
-            parent[i], tid[i] = _parent(n), t if type(t) is int else 0
+            tid[i] = t if type(t) is int else 0
             if str(n.get("name", "")).startswith(_EXECUTORS):
                 executor.add(i)
     out: dict[int, int] = {}
-    open_ends: dict[int, list[int]] = {}  # thread key -> ends of the ops open on it, innermost last
-    extra: dict[int, int] = {}  # ET tid -> extra threads made so far
-
-    def fits(key: int, s: int, e: int) -> bool:
-        stack = open_ends.setdefault(key, [])
-        while stack and stack[-1] <= s:
-            stack.pop()
-        return not stack or e <= stack[-1]
-
+    lanes: dict[int, list[int]] = {}  # ET tid -> end of the last executor on each extra thread
     for i in sorted(spans, key=lambda k: (spans[k][0], -spans[k][1], k)):
-        p = parent.get(i)
+        if i not in executor:
+            out[i] = tid[i] * 1000
+            continue
         s, e = spans[i]
-        if i not in executor and p in out and spans[p][0] <= s and e <= spans[p][1] and fits(out[p], s, e):
-            key = out[p]
-        else:
-            base = tid[i] * 1000
-            first = base + 1 if i in executor else base
-            key = next((k for k in range(first, base + 1 + extra.get(tid[i], 0)) if fits(k, s, e)), None)
-            if key is None:
-                extra[tid[i]] = extra.get(tid[i], 0) + 1
-                key = base + extra[tid[i]]
-                fits(key, s, e)
-        open_ends[key].append(e)
-        out[i] = key
+        ends = lanes.setdefault(tid[i], [])
+        k = next((k for k, end in enumerate(ends) if end <= s), len(ends))
+        if k == len(ends):
+            ends.append(e)
+        ends[k] = e
+        out[i] = tid[i] * 1000 + 1 + k
     return out
