@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "Write a variant of any trace that the real ASTRA-sim runs to the end, with its configs"),
     "analyze": ("analyze", "Critical path, time breakdown and comm/compute overlap per rank"),
     "calibrate": ("calibrate", "Fit network bandwidth, latency and a compute scale to a recorded run's durations"),
+    "memory": ("memory", "Peak live tensor bytes per rank, what is live then, and whether it fits a capacity"),
     "diff": ("diff", "Compare two traces or two simulation logs per operator class"),
     "whatif": ("whatif", "Apply a what-if recipe (AMP, fused optimizer, data parallel, ...) and predict step time"),
     "generate": ("generate", "Generate multi-rank traces from a DSL/YAML spec or built-in parallel workloads"),

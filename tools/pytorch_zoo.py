@@ -315,7 +315,9 @@ def misc(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 # ----------------------------------------------------------------------------------- recording
 
 
-def _worker(rank: int, world: int, port: int, workload: str, out_dir: str, queue: Any) -> None:
+def _worker(
+    rank: int, world: int, port: int, workload: str, out_dir: str, queue: Any, profile_memory: bool = False
+) -> None:
     try:
         torch.set_num_threads(1)
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
@@ -331,6 +333,8 @@ def _worker(rank: int, world: int, port: int, workload: str, out_dir: str, queue
             schedule=schedule(wait=0, warmup=1, active=1, repeat=1),
             on_trace_ready=lambda p: p.export_chrome_trace(kineto_path),
             record_shapes=True,
+            # the allocator's own events ([memory]: bytes, total allocated) for `chakra memory` checks
+            profile_memory=profile_memory,
             execution_trace_observer=et,
         )
         with prof:
@@ -352,7 +356,9 @@ def _gzip(path: str) -> None:
     os.remove(path)
 
 
-def record(out_root: str, workload: str, world: int, port: int, timeout_s: float = 600.0) -> dict:
+def record(
+    out_root: str, workload: str, world: int, port: int, timeout_s: float = 600.0, profile_memory: bool = False
+) -> dict:
     """Run one zoo workload on `world` gloo ranks; writes OUT/<workload><world>/ and returns its manifest."""
     import torch.multiprocessing as mp
 
@@ -364,7 +370,8 @@ def record(out_root: str, workload: str, world: int, port: int, timeout_s: float
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     t0 = time.time()
-    procs = mp.start_processes(_worker, args=(world, port, workload, out_dir, queue), nprocs=world, join=False)
+    args = (world, port, workload, out_dir, queue, profile_memory)
+    procs = mp.start_processes(_worker, args=args, nprocs=world, join=False)
     while not procs.join(timeout=5):
         if time.time() - t0 > timeout_s:  # a workload that deadlocks must not hang the recorder
             for p in procs.processes:
@@ -389,7 +396,9 @@ def record(out_root: str, workload: str, world: int, port: int, timeout_s: float
         "warmup_steps": 1,
         "active_steps": 1,
         "what": infos.get(0, {}),
-        "command": f"python tools/record_pytorch.py --out OUT zoo --world {world} {workload}",
+        "profile_memory": profile_memory,
+        "command": f"python tools/record_pytorch.py --out OUT zoo --world {world} {workload}"
+        + (" --profile-memory" if profile_memory else ""),
         "files": files,
         "seconds": round(time.time() - t0, 2),
     }

@@ -678,6 +678,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     z = sub.add_parser("zoo", help="small multi-rank traces, one per kind of parallelism -> OUT/<workload><world>/")
     z.add_argument("workloads", nargs="*", help="ddp fsdp tp pp moe groups misc (default: all)")
     z.add_argument("--world", type=int, default=4, help="ranks (gloo processes on this machine)")
+    z.add_argument("--profile-memory", action="store_true", help="also record the allocator's [memory] events")
     import pytorch_gpu
 
     g = sub.add_parser("gpu", help="GPU runs: fp32, AMP, fused AdamW, CUDA graphs, compile, DDP -> OUT/<variant>/")
@@ -696,7 +697,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         import pytorch_zoo
 
         for w in args.workloads or pytorch_zoo.WORKLOADS:
-            m = pytorch_zoo.record(args.out, w, args.world, _free_port())
+            m = pytorch_zoo.record(args.out, w, args.world, _free_port(), profile_memory=args.profile_memory)
             print(f"{m['workload']}: {len(m['files'])} files ({m['seconds']} s)")
     elif args.cmd == "predict":
         results = run_predictions(args.out)

@@ -41,6 +41,7 @@ def analyze_cmd(
     """
     from chakra import analysis
     from chakra.columns import open_traces
+    from chakra.footprint import rank_footprints
 
     with handle_errors():
         if len(traces) == 1 and analysis.is_sim_log(Path(traces[0])):
@@ -59,6 +60,9 @@ def analyze_cmd(
         info(f"schedule: {source}", quiet)
         report = analysis.analyze_ranks(ranks, times, source=source)
         del ranks, times
+        memory = rank_footprints(loaded, top=5)
+        if any(r["operators"] for r in memory["ranks"].values()):  # a trace that lists tensors (PyTorch)
+            report["memory"] = memory
         if html is not None:
             from chakra.report.figures import analyze_sections
             from chakra.report.html import write_html
@@ -107,6 +111,20 @@ def _print_report(report: dict[str, Any]) -> None:
             for row in p["by_class"][:8]:
                 tb.add_row(row["class"], _ms(row["ns"]), f"{100 * row['share']:.1f}")
             console.print(tb)
+    if "memory" in report:
+        _print_memory(report["memory"])
+
+
+def _print_memory(memory: dict[str, Any]) -> None:
+    from chakra.footprint import fmt_bytes
+
+    t = Table(title="Peak live tensor bytes per rank (chakra memory for more)", title_justify="left")
+    for c in ("rank", "device", "peak", "resident", "at (operator)"):
+        t.add_column(c, justify="left" if c in ("device", "at (operator)") else "right")
+    for rank, r in memory["ranks"].items():
+        op = r["peak_op"]["name"] if r["peak_op"] else "-"
+        t.add_row(str(rank), str(r["device"]), fmt_bytes(r["peak_bytes"]), fmt_bytes(r["resident_bytes"]), op)
+    console.print(t)
 
 
 def _print_log(report: dict[str, Any]) -> None:

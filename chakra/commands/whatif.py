@@ -30,6 +30,8 @@ class Recipe(str, Enum):
     network_bandwidth = "network-bandwidth"
     data_parallel = "data-parallel"
     drop_comm = "drop-comm"
+    activation_checkpointing = "activation-checkpointing"
+    zero = "zero"
 
 
 _ROWS = (
@@ -49,7 +51,12 @@ def whatif_cmd(
     recipe: Recipe = typer.Option(..., "--recipe", "-r", help="The transformation to apply."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
     factor: Optional[float] = typer.Option(None, "--factor", "-f", help="scale-compute / network-bandwidth factor."),
-    ranks: Optional[int] = typer.Option(None, "--ranks", "-n", help="data-parallel: number of ranks."),
+    ranks: Optional[int] = typer.Option(
+        None, "--ranks", "-n", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
+    ),
+    stage: Optional[int] = typer.Option(
+        None, "--stage", help="zero: ZeRO stage (1 optimizer state, 2 +gradients, 3 +parameters)."
+    ),
     bucket_mb: float = typer.Option(25.0, "--bucket-mb", help="data-parallel: DDP bucket_cap_mb."),
     first_bucket_mb: float = typer.Option(1.0, "--first-bucket-mb", help="data-parallel: DDP first bucket cap."),
     grad_pattern: str = typer.Option(r"AccumulateGrad", "--grad-pattern", help="data-parallel: gradient-ready nodes."),
@@ -103,7 +110,7 @@ def whatif_cmd(
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
-    from chakra.whatif.recipes import apply_recipe, predict, write_network_yaml
+    from chakra.whatif.recipes import MEMORY_RECIPES, apply_recipe, predict, write_network_yaml
 
     recipe, comm = recipe.value, comm.value  # type: ignore[assignment]
     with handle_errors():
@@ -112,6 +119,7 @@ def whatif_cmd(
         opts: dict[str, Any] = {
             "factor": factor,
             "ranks": ranks,
+            "stage": stage,
             "bucket_mb": bucket_mb,
             "first_bucket_mb": first_bucket_mb,
             "grad_pattern": grad_pattern,
@@ -133,6 +141,8 @@ def whatif_cmd(
         for note in result.notes:
             info(f"{recipe}: {note}", quiet)
         report: dict[str, Any] = {"recipe": recipe, "notes": result.notes, "changed": result.changed}
+        if recipe in MEMORY_RECIPES:
+            report["memory"] = memory_change(base, result.traces)
         if output is not None:
             groups: dict[str, list[int]] = {}
             if len(result.traces) == len(base):  # the recipe kept the job's ranks, so its groups hold
@@ -167,8 +177,36 @@ def whatif_cmd(
         if json_out:
             print_json(report)
             return
+        if "memory" in report:
+            _print_memory(report)
         if not no_simulate:
             _print_prediction(report)
+
+
+def memory_change(base: list, new: list) -> dict[str, Any]:
+    """Peak live tensor bytes per rank, baseline and what-if (chakra.footprint)."""
+    from chakra.footprint import rank_footprints
+
+    b, p = rank_footprints(base, top=0), rank_footprints(new, top=0)
+    ranks = {
+        r: {"baseline_peak_bytes": v["peak_bytes"], "predicted_peak_bytes": p["ranks"][r]["peak_bytes"],
+            "device": v["device"]}
+        for r, v in b["ranks"].items()
+    }  # fmt: skip
+    return {"ranks": ranks, "baseline_max_bytes": b["max_peak_bytes"], "predicted_max_bytes": p["max_peak_bytes"]}
+
+
+def _print_memory(r: dict[str, Any]) -> None:
+    from chakra.footprint import fmt_bytes
+
+    t = Table(title=f"what-if {r['recipe']}: peak live tensor bytes per rank", title_justify="left")
+    for c in ("rank", "device", "baseline", "predicted", "change"):
+        t.add_column(c, justify="left" if c == "device" else "right")
+    for rank, v in r["memory"]["ranks"].items():
+        bv, pv = v["baseline_peak_bytes"], v["predicted_peak_bytes"]
+        change = f"{100 * (pv - bv) / bv:+.1f}%" if bv else "-"
+        t.add_row(str(rank), str(v["device"]), fmt_bytes(bv), fmt_bytes(pv), change)
+    console.print(t)
 
 
 def _print_prediction(r: dict[str, Any]) -> None:

@@ -192,7 +192,30 @@ def analyze_sections(report: dict[str, Any], top: int = 12) -> list[Section]:
     figs = [critical_path_figure(f"rank {r}", ranks[r]["critical_path"], top) for r in slowest]
     sections.append(Section("Critical path: top operators", "The dependency chain that sets the step time "
                             "(slowest ranks first), by operator class.", figs))  # fmt: skip
+    if "memory" in report:
+        sections.append(memory_section(report["memory"]))
     return sections
+
+
+def memory_section(memory: dict[str, Any]) -> Section:
+    """Live tensor bytes over time per rank (chakra.footprint), with the peaks as a table."""
+    go = plotly()
+    fig = go.Figure()
+    for rank, r in memory["ranks"].items():
+        pts = r["timeline"]
+        if not pts:
+            continue
+        t0 = pts[0][0]
+        fig.add_trace(go.Scatter(x=[(t - t0) / 1e3 for t, _ in pts], y=[b / 1e6 for _, b in pts], name=f"rank {rank}",
+                                 mode="lines", line_shape="hv"))  # fmt: skip
+    _layout(fig, "live tensor bytes per rank", "ms from the rank's first operator", "MB")
+    rows = [[str(rank), r["device"], r["peak_bytes"] / 1e6, r["resident_bytes"] / 1e6,
+             (r["peak_op"] or {}).get("name", "-")] for rank, r in memory["ranks"].items()]  # fmt: skip
+    note = (
+        "From the tensors each operator reads and writes: allocations first seen as an input (parameters, "
+        "optimizer state) count all along, the others from first to last use. A lower bound of the allocator's figure."
+    )
+    return Section("Memory footprint", note, [fig], table=(["rank", "device", "peak MB", "resident MB", "at"], rows))
 
 
 def critical_path_figure(who: str, cp: dict[str, Any], top: int = 12) -> Any:
@@ -238,7 +261,7 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
         for k, name in (("step", "step"), *_WHATIF_ROWS)
         if k in b["breakdown_per_step_ns"]
     ]
-    return [
+    sections = [
         Section(
             f"Baseline vs what-if ({report['recipe']})",
             note + "; " + "; ".join(report.get("notes") or []),
@@ -246,6 +269,18 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
             table=(["ms per step", "baseline", "predicted"], rows),
         )
     ]
+    if "memory" in report:  # a memory recipe: the peak per rank, before and after
+        mem = report["memory"]["ranks"]
+        xs = [f"rank {r}" for r in mem]
+        peaks = go.Figure()
+        for key, name, color in (("baseline_peak_bytes", "baseline", "#4C78A8"),
+                                 ("predicted_peak_bytes", f"what-if: {report['recipe']}", "#F58518")):  # fmt: skip
+            peaks.add_trace(go.Bar(x=xs, y=[v[key] / 1e6 for v in mem.values()], name=name, marker_color=color))
+        _layout(peaks, "peak live tensor bytes per rank", "", "MB", barmode="group")
+        rows = [[f"rank {r}", v["baseline_peak_bytes"] / 1e6, v["predicted_peak_bytes"] / 1e6] for r, v in mem.items()]
+        sections.append(Section("Memory: peak per rank", "chakra memory's rules (docs/memory.md).", [peaks],
+                                table=(["", "baseline MB", "predicted MB"], rows)))  # fmt: skip
+    return sections
 
 
 # ----------------------------------------------------------------------------- simulate --traffic

@@ -35,6 +35,7 @@ from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
 from chakra.trace import Trace
+from chakra.whatif import memory_recipes
 from chakra.whatif.transforms import Graph, by_resource, by_type, graphs, scaled_us, span_us
 
 #: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.
@@ -802,7 +803,14 @@ RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
     "network-bandwidth": (network_bandwidth, "network bandwidth times F"),
     "data-parallel": (data_parallel, "one-rank trace -> N DDP ranks with bucketed gradient all-reduces"),
     "drop-comm": (drop_comm, "communication removed (ideal network)"),
+    "activation-checkpointing": (
+        memory_recipes.activation_checkpointing,
+        "activations dropped after forward, recomputed before backward (memory: new peak)",
+    ),
+    "zero": (memory_recipes.zero, "ZeRO stage 1-3: optimizer state, gradients, parameters sharded (memory)"),
 }
+#: Recipes whose point is the memory footprint: `whatif` reports the peak before and after.
+MEMORY_RECIPES = ("activation-checkpointing", "zero")
 
 
 def apply_recipe(name: str, traces: Sequence[Trace], **options: Any) -> WhatIf:
@@ -824,6 +832,7 @@ def apply_recipe(name: str, traces: Sequence[Trace], **options: Any) -> WhatIf:
 
 
 __all__ = [
+    "MEMORY_RECIPES",
     "RECIPES",
     "WhatIf",
     "amp",

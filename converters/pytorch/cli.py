@@ -71,6 +71,9 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
 
+        The official linked host + device files (chakra_trace_link's "ET+", older et_plus files)
+        are read alone, one per rank: chakra convert pytorch linked.0.json linked.1.json -o out/ddp
+
         With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task and INPUT may be
         folders or quoted globs ('traces/*.json'); ranks come from the names (et.12.json, rank12/):
 

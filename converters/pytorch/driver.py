@@ -29,6 +29,7 @@ from chakra.converters.pytorch.commmap import map_comms
 from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
 from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
 from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, sniff_et_head
+from chakra.converters.pytorch.etplus import is_etplus, load_etplus
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
@@ -369,9 +370,18 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
         gc_was = gc.isenabled()
         gc.disable()  # see convert_rank
         try:
-            et = load_et(ri.et, ri.et_raw, keep_io=options.io) if ri.et_raw is not None else None
-            ri.et_raw = None
-            kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
+            if ri.et_raw is not None and is_etplus(ri.et_raw):
+                if ri.kineto_raw is not None:
+                    raise InputError(
+                        f"{ri.et}: a linked ET+ (chakra_trace_link output) already holds its Kineto figures: "
+                        f"convert it alone, without {ri.kineto}"
+                    )
+                et, kf = load_etplus(ri.et, ri.et_raw, keep_io=options.io)
+                ri.et_raw = None
+            else:
+                et = load_et(ri.et, ri.et_raw, keep_io=options.io) if ri.et_raw is not None else None
+                ri.et_raw = None
+                kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
             with TraceWriter(out_path) as w:
                 _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True)

@@ -40,6 +40,10 @@ SAMPLE_FORMATS = [
     ("pytorch/*/kineto.*.json.gz", "kineto"),
     ("pytorch/*/manifest.json", None),
     ("pytorch_et/*", "pytorch"),  # .json.gz, and .tgz/.tar.gz whose .json member is read
+    ("pytorch_etplus/*.json.gz", "pytorch"),  # the official linker's ET+: an ET with Kineto's figures
+    ("pytorch_gpu/*/et.json.gz", "pytorch"),
+    ("pytorch_gpu/*/kineto.json.gz", "kineto"),
+    ("pytorch_gpu/*/timing.json", None),
 ]
 
 #: Members of the BigSim tarball (a folder per case).

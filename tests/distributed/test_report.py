@@ -104,8 +104,14 @@ def test_analyze_and_whatif_reports_render_in_chromium(run_cli, samples_dir, tmp
                    "-k", str(s / "kineto.1.json"), "-o", str(tmp_path / "ddp2"), "-q").exit_code == 0  # fmt: skip
     res = run_cli("analyze", str(tmp_path / "ddp2"), "--html", str(tmp_path / "analyze.html"), "-q")
     assert res.exit_code == 0, res.stderr
-    check_in_browser(tmp_path / "analyze.html", 3)  # breakdown + critical path of both ranks
+    # breakdown, critical path of both ranks, live tensor bytes over time (the memory footprint)
+    check_in_browser(tmp_path / "analyze.html", 4)
+    assert "Memory footprint" in (tmp_path / "analyze.html").read_text()
     res = run_cli("whatif", str(tmp_path / "ddp2"), "--recipe", "network-bandwidth", "-f", "2",
                   "--html", str(tmp_path / "whatif.html"), "-q")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     check_in_browser(tmp_path / "whatif.html", 2)
+    res = run_cli("whatif", str(tmp_path / "ddp2"), "--recipe", "zero", "--stage", "3",
+                  "--html", str(tmp_path / "zero.html"), "-q")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    check_in_browser(tmp_path / "zero.html", 3)  # step time, breakdown, peak per rank before/after

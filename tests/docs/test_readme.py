@@ -191,6 +191,9 @@ def _traffic_tables(proc: subprocess.CompletedProcess, clone: Path) -> None:
 def _calibrated_step(proc: subprocess.CompletedProcess, clone: Path) -> None:
     doc = json.loads((clone / "out/ddp2_fit.calibration.json").read_text())
     assert abs(doc["step"]["error_after"]) <= 0.05, doc["step"]
+def _memory_vs_allocator(proc: subprocess.CompletedProcess, clone: Path) -> None:
+    # the README says how far the estimate is from the allocator's peak, on both ranks
+    assert proc.stdout.count("-2.4%") == 2, proc.stdout
 
 
 #: a fragment of a README command -> what its output must show (beyond exit 0, no traceback).
@@ -208,6 +211,7 @@ CHECKS: dict[str, list[Callable[[subprocess.CompletedProcess, Path], None]]] = {
     "--html out/gpt64_amp.html": [_self_contained("out/gpt64_amp.html")],
     "--traffic --html out/ddp2.traffic.html": [_traffic_tables, _self_contained("out/ddp2.traffic.html")],
     "calibrate out/ddp2 -o out/ddp2_fit": [_calibrated_step, _self_contained("out/ddp2_fit.html")],
+    "chakra memory out/ddp2mem -k": [_memory_vs_allocator, _no_warning],
 }
 
 
