@@ -191,6 +191,8 @@ def _traffic_tables(proc: subprocess.CompletedProcess, clone: Path) -> None:
 def _calibrated_step(proc: subprocess.CompletedProcess, clone: Path) -> None:
     doc = json.loads((clone / "out/ddp2_fit.calibration.json").read_text())
     assert abs(doc["step"]["error_after"]) <= 0.05, doc["step"]
+
+
 def _memory_vs_allocator(proc: subprocess.CompletedProcess, clone: Path) -> None:
     # the README says how far the estimate is from the allocator's peak, on both ranks
     assert proc.stdout.count("-2.4%") == 2, proc.stdout
