@@ -15,7 +15,8 @@ metadata names the collective (`collective`) and the chunk count (`chunk_count`)
 `check` proves two things of an algorithm: it cannot deadlock (every receive has its send, same
 size, FIFO per (source, destination, tag); no cycle through dependencies and messages) and, where
 chunks are named, it moves the data its collective must (chunk provenance: which ranks' inputs a
-rank holds of each chunk, reduced or copied, evaluated along each node's ancestors only).
+rank holds of each chunk, evaluated along each node's ancestors only; a receive that a COMP node
+depends on is reduced into the buffer, any other overwrites).
 """
 
 from __future__ import annotations
@@ -294,6 +295,13 @@ def check(alg: Algorithm, collective: Optional[str] = None) -> Report:
         return report
     c = alg.chunk_count if coll != "all-to-all" else p * p
     reducing = coll in ("all-reduce", "reduce-scatter")
+    # a receive followed by a COMP node that depends on it is reduced into the buffer; others copy
+    reduced = set()
+    for r, ops in enumerate(alg.ranks):
+        recvs = {op.id for op in ops if op.kind == RECV}
+        for op in ops:
+            if op.kind == COMP:
+                reduced.update((r, d) for d in op.deps if d in recvs)
     # state after each node = the rank's input, then every ancestor's effect on it (a node sees only
     # what its dependencies guarantee has happened, whatever the timing)
     after: dict[tuple[int, int], dict[int, frozenset]] = {}
@@ -323,18 +331,19 @@ def check(alg: Algorithm, collective: Optional[str] = None) -> Report:
                     f"rank {r} recv node {op.id} names chunks {sorted(op.chunks)} but its send carries {sorted(got)}"
                 )
                 return report
+            reduce = (r, op.id) in reduced
             for x, who in got.items():
                 mine = state.get(x, frozenset())
-                if reducing and mine and not (who >= mine):
+                if reduce:
                     if mine & who:
                         report.problems.append(
-                            f"rank {r} recv node {op.id}: chunk {x} would count rank(s) "
+                            f"rank {r} recv node {op.id}: reducing chunk {x} counts rank(s) "
                             f"{sorted(mine & who)} twice (holds {sorted(mine)}, receives {sorted(who)})"
                         )
                         return report
                     state[x] = mine | who
                 else:
-                    state[x] = who if not mine or who >= mine else mine | who
+                    state[x] = who  # a copy overwrites what the rank held
         after[(r, i)] = state
     final: list[dict[int, frozenset]] = []
     for r, ops in enumerate(alg.ranks):
