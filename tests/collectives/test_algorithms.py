@@ -180,3 +180,66 @@ def test_generate_cli_errors_are_one_line(run_cli, tmp_path):
     res = run_cli("generate", "collective", "butterfly", "-o", str(tmp_path / "x"))
     assert res.exit_code == 1 and "unknown algorithm" in res.stderr
     assert not list(tmp_path.glob("x*"))
+
+
+# ---- every generated kind on the real ASTRA-sim and in `chakra simulate` ------------------------
+
+BIN = __import__("tools.truthcases", fromlist=["find_binaries"]).find_binaries()
+WORKLOAD = Path(__file__).resolve().parents[1] / "data/samples/astrasim/all_reduce_8npus_1MB/all_reduce"
+DESCRIBED = (
+    """\
+collective: all-reduce
+ranks: 8
+chunks: 8
+size: 1048576
+steps:   # reduce to rank 0 along a chain, then pass the sum back up
+"""
+    + "".join(f"  - [{{from: {r}, to: {r - 1}, chunks: [0, 1, 2, 3, 4, 5, 6, 7]}}]\n" for r in range(7, 0, -1))
+    + "".join(f"  - [{{from: {r}, to: {r + 1}, chunks: [0, 1, 2, 3, 4, 5, 6, 7], reduce: false}}]\n" for r in range(7))
+)
+
+
+@pytest.mark.skipif(
+    BIN is None, reason="ASTRA-sim binaries not found ($ASTRA_SIM_BIN or ../shared/tools/astra-sim/bin)"
+)
+@pytest.mark.parametrize("backend,topology", [("aware", "Ring"), ("unaware", "Switch")])
+def test_every_generated_kind_finishes_as_on_astrasim(run_cli, tmp_path, backend, topology):
+    from tools.truthcases import BINARY_NAMES, finish_cycles
+
+    (tmp_path / "net.yml").write_text(
+        f"topology: [ {topology} ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
+    )
+    (tmp_path / "mem.json").write_text('{"memory-type": "NO_MEMORY_EXPANSION"}')
+    (tmp_path / "chain.yaml").write_text(DESCRIBED)
+    kinds = [*ALGORITHMS, str(tmp_path / "chain.yaml")]
+    for kind in kinds:
+        prefix = tmp_path / "algos" / Path(kind).stem
+        res = run_cli("generate", "collective", kind, "--ranks", "8", "--reduce-us", "1", "-o", str(prefix), "--json")
+        assert res.exit_code == 0, res.stderr
+        system = {
+            "scheduling-policy": "LIFO",
+            "endpoint-delay": 10,
+            "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 1,
+            "all-reduce-implementation": ["ring"],
+            "collective-optimization": "localBWAware",
+            "local-mem-bw": 50,
+            **json.loads("{" + json.loads(res.stdout)["system_config"] + "}"),
+        }
+        (tmp_path / "sys.json").write_text(json.dumps(system))
+        args = [
+            f"--workload-configuration={WORKLOAD}",
+            f"--system-configuration={tmp_path / 'sys.json'}",
+            f"--network-configuration={tmp_path / 'net.yml'}",
+            f"--remote-memory-configuration={tmp_path / 'mem.json'}",
+        ]
+        proc = subprocess.run([str(BIN / BINARY_NAMES[backend]), *args], capture_output=True, text=True, timeout=60)
+        truth = finish_cycles(proc.stdout)
+        assert sorted(truth) == list(range(8)), (kind, proc.stdout[-500:])
+        res = run_cli(
+            "simulate", str(WORKLOAD), "-n", str(tmp_path / "net.yml"), "-s", str(tmp_path / "sys.json"),
+            "--congestion", backend, "--json", "-q",
+        )  # fmt: skip
+        assert res.exit_code == 0, res.stderr
+        ours = json.loads(res.stdout)["ranks"]
+        assert [ours[str(r)]["finish_ns"] for r in range(8)] == [truth[r] for r in range(8)], kind
