@@ -292,6 +292,11 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", algs)
         else:
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", [])
+    if "per-node-custom-implementation" in data:
+        raise ConfigError(
+            f"{where}: per-node-custom-implementation (custom algorithms per workload node) is not simulated; "
+            "use <collective>-implementation-custom"
+        )
     for coll in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         key = f"{coll}-implementation-custom"
         if key in data:
