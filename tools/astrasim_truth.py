@@ -109,7 +109,7 @@ def case(name: str, cls: str, backend: str, network: dict, nodes: list, fill: bo
     idle = [r for r in range(n) if r not in busy]
     if fill and idle:
         nodes = [*nodes, {"id": IDLE_ID, "op": "comp", "us": 0, "ranks": idle}]
-    for key in ("system", "memory", "groups", "options"):
+    for key in ("system", "memory", "groups", "options", "custom"):
         if kw.get(key):
             spec[key] = kw[key]
     spec["nodes"] = nodes
@@ -910,6 +910,141 @@ def fail() -> Iterator[dict]:
     )
 
 
+CUSTOM_ALGS = {
+    "ALL_REDUCE": ("ring", "direct", "halving-doubling", "binary-tree", "double-binary-tree", "hierarchical-2d"),
+    "ALL_GATHER": ("ring", "direct", "halving-doubling"),
+    "REDUCE_SCATTER": ("ring", "direct", "halving-doubling"),
+    "ALL_TO_ALL": ("ring", "direct"),
+}
+CUSTOM_SIZES = (65536, MIB, 4 * MIB, 100_000)
+#: ASTRA-sim runs a custom collective only with preferred-dataset-splits 1 (see fail cases).
+CUSTOM_SYSTEM = {"preferred-dataset-splits": 1}
+
+
+def _custom(ctype: str, algorithm: str, n: int, size: int, **kw: Any) -> dict:
+    coll_name = ctype.lower().replace("_", "-")
+    return {coll_name: {"algorithm": algorithm, "ranks": n, "size": size, **kw}}
+
+
+def custom() -> Iterator[dict]:
+    """Custom collective algorithms (`*-implementation-custom`, files written by
+    chakra.dsl.collectives): every textbook algorithm x collective on 1-D topologies of 4 and 8
+    NPUs, both backends, sizes and reduction times varied; mixed with native collectives, compute
+    skew, process subgroups, a 2-D network, a YAML-described algorithm and ASTRA-sim's own example."""
+    k = 0
+    for b in BACKENDS:
+        for topo, n in (("Ring", 4), ("Ring", 8), ("FullyConnected", 4), ("FullyConnected", 8), ("Switch", 8)):
+            network = net(topo, n)
+            for t, algs in CUSTOM_ALGS.items():
+                for a in algs:
+                    size = CUSTOM_SIZES[k % len(CUSTOM_SIZES)]
+                    red = (0, 0, 3)[k % 3] if t in ("ALL_REDUCE", "REDUCE_SCATTER") else 0
+                    k += 1
+                    yield case(
+                        f"{ABBR[t]}-{a}-{SHORT[topo]}{n}-{size}-r{red}",
+                        "custom",
+                        b,
+                        network,
+                        [coll(t, size)],
+                        system=CUSTOM_SYSTEM,
+                        custom=_custom(t, a, n, size, reduce_us=red),
+                    )
+        network = net("Ring", 8)
+        # custom all-reduce between compute with skew, then a native all-gather, then a custom all-reduce again
+        nodes = [
+            {"id": 1, "op": "comp", "us": [3, 9, 1, 14, 2, 7, 5, 11]},
+            coll("ALL_REDUCE", MIB, 2, deps=[1]),
+            {"id": 3, "op": "comp", "us": 4, "deps": [2]},
+            coll("ALL_GATHER", MIB, 4, deps=[3]),
+            coll("ALL_REDUCE", MIB, 5, deps=[4]),
+        ]
+        for a in ("ring", "double-binary-tree"):
+            yield case(
+                f"mix-skew-{a}-R8",
+                "custom",
+                b,
+                network,
+                nodes,
+                system=CUSTOM_SYSTEM,
+                custom=_custom("ALL_REDUCE", a, 8, MIB, reduce_us=1),
+            )
+        # two custom collectives of different types in one run, overlapping (no dependency)
+        yield case(
+            "AR-and-A2A-concurrent-R8",
+            "custom",
+            b,
+            network,
+            [coll("ALL_REDUCE", MIB, 1), coll("ALL_TO_ALL", MIB, 2)],
+            system=CUSTOM_SYSTEM,
+            custom={**_custom("ALL_REDUCE", "ring", 8, MIB), **_custom("ALL_TO_ALL", "direct", 8, MIB)},
+        )
+        # process subgroups: the algorithm's ranks are positions in the group's listed order
+        for lname, gmap in (
+            ("halves", {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}),
+            ("unordered", {"1": [3, 0, 2, 1], "2": [7, 5, 6, 4]}),
+        ):
+            pgs = ["1" if r in gmap["1"] else "2" for r in range(8)]
+            yield case(
+                f"AR-groups-{lname}-R8",
+                "custom",
+                b,
+                network,
+                [coll("ALL_REDUCE", MIB, pg=pgs)],
+                system=CUSTOM_SYSTEM,
+                groups=gmap,
+                custom=_custom("ALL_REDUCE", "ring", 4, MIB),
+            )
+        # an algorithm from a YAML description: a 4-rank all-reduce by pairs then swaps
+        describe = {
+            "collective": "all-reduce",
+            "ranks": 4,
+            "chunks": 2,
+            "size": MIB,
+            "steps": [
+                [{"from": 0, "to": 1, "chunks": [1]}, {"from": 1, "to": 0, "chunks": [0]},
+                 {"from": 2, "to": 3, "chunks": [1]}, {"from": 3, "to": 2, "chunks": [0]}],
+                [{"from": 0, "to": 2, "chunks": [0]}, {"from": 2, "to": 0, "chunks": [0]},
+                 {"from": 1, "to": 3, "chunks": [1]}, {"from": 3, "to": 1, "chunks": [1]}],
+                [{"from": 0, "to": 1, "chunks": [0]}, {"from": 1, "to": 0, "chunks": [1]},
+                 {"from": 2, "to": 3, "chunks": [0]}, {"from": 3, "to": 2, "chunks": [1]}],
+            ],
+        }  # fmt: skip
+        yield case(
+            "AR-described-pairs-R4",
+            "custom",
+            b,
+            net("Ring", 4),
+            [coll("ALL_REDUCE", MIB)],
+            system=CUSTOM_SYSTEM,
+            custom={"all-reduce": {"describe": describe}},
+        )
+        # ASTRA-sim's own example (MSCCLang ring, 7 us reductions); and the same with the
+        # default 4 dataset splits, which ASTRA-sim never finishes
+        for splits in (1, 4):
+            yield case(
+                f"AR-astrasim-example-R8-splits{splits}",
+                "custom",
+                b,
+                network,
+                [coll("ALL_REDUCE", MIB)],
+                system={"preferred-dataset-splits": splits},
+                custom={"all-reduce": {"sample": "astrasim/custom_ring_allreduce_8npus_1MB/custom_allreduce"}},
+            )
+    # the network's dimensions do not matter to a custom algorithm (unaware: multi-dimensional)
+    for shape in ((("Ring", "FullyConnected"), (2, 4)), (("Switch", "Ring"), (4, 2))):
+        network = multi_net(*shape)
+        for a in ("ring", "hierarchical-2d"):
+            yield case(
+                f"AR-{a}-2D-{'x'.join(SHORT[t] for t in shape[0])}",
+                "custom",
+                "unaware",
+                network,
+                [coll("ALL_REDUCE", MIB)],
+                system={**impls("ring", 2), **CUSTOM_SYSTEM},
+                custom=_custom("ALL_REDUCE", a, 8, MIB, dims=[2, 4] if a == "hierarchical-2d" else None),
+            )
+
+
 CLASSES = {
     "coll_1d": coll_1d,
     "coll_sizes": coll_sizes,
@@ -924,6 +1059,7 @@ CLASSES = {
     "mix": mix,
     "fail": fail,
     "random": random_mix,
+    "custom": custom,
 }
 
 

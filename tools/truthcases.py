@@ -10,6 +10,11 @@ Spec keys:
 - `name`: unique id; `cls`: feature class; `backend`: "aware" | "unaware" (congestion model);
 - `network`: `{topology, npus_count, bandwidth, latency}` (analytical YAML, lists per dim);
 - `system`: overrides of `BASE_SYSTEM` (ASTRA-sim's regression system config);
+- `custom`: `{collective: algorithm}` custom collective algorithms (`*-implementation-custom`),
+  each `{"algorithm": name, "ranks", "size", "reduce_us"?, "dims"?}` for `chakra.dsl.collectives.generate`
+  or `{"describe": {...}}` (the YAML description as a mapping) or `{"sample": path}` (files
+  PATH.<rank>.et under tests/data/samples); written beside the configs and
+  named by absolute path in the system JSON;
 - `memory`: remote-memory JSON (default NO_MEMORY_EXPANSION); `groups`: comm-group JSON or absent;
 - `options`: extra command-line options of the binaries (`injection-scale`, `comm-scale`,
   `num-queues-per-dim`, `rendezvous-protocol`);
@@ -183,6 +188,34 @@ def build_traces(spec: Mapping[str, Any]) -> list[Trace]:
     return out
 
 
+def write_custom(spec: Mapping[str, Any], folder: Path) -> dict[str, str]:
+    """Write the case's custom collective algorithms under `folder`; the system JSON keys naming them."""
+    from chakra.dsl.collectives import from_description, generate
+
+    keys = {}
+    for coll, how in sorted((spec.get("custom") or {}).items()):
+        prefix = folder.resolve() / "algorithms" / coll
+        if "sample" in how:  # files shipped under tests/data/samples: used as they are
+            src = Path(__file__).resolve().parent.parent / "tests" / "data" / "samples" / how["sample"]
+            for i, f in enumerate(sorted(src.parent.glob(src.name + ".*.et"))):
+                prefix.parent.mkdir(parents=True, exist_ok=True)
+                (prefix.parent / f"{coll}.{i}.et").write_bytes(f.read_bytes())
+            keys[f"{coll}-implementation-custom"] = [str(prefix)]
+            continue
+        if "describe" in how:
+            desc = folder / f"{coll}.describe.json"
+            desc.write_text(json.dumps(how["describe"]))
+            alg = from_description(desc)
+        else:
+            dims = tuple(how["dims"]) if how.get("dims") else None
+            alg = generate(
+                how["algorithm"], int(how["ranks"]), coll, int(how["size"]), int(how.get("reduce_us", 0)), dims
+            )
+        alg.save(prefix)
+        keys[f"{coll}-implementation-custom"] = [str(prefix)]
+    return keys
+
+
 def write_configs(spec: Mapping[str, Any], folder: Path) -> dict[str, Path]:
     """Write the case's network, system, memory (and comm-group) files under `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -192,7 +225,7 @@ def write_configs(spec: Mapping[str, Any], folder: Path) -> dict[str, Path]:
         "memory": folder / "memory.json",
     }
     paths["network"].write_text(network_yaml(spec))
-    paths["system"].write_text(json.dumps(system_json(spec), indent=1))
+    paths["system"].write_text(json.dumps({**system_json(spec), **write_custom(spec, folder)}, indent=1))
     paths["memory"].write_text(json.dumps(memory_json(spec), indent=1))
     if spec.get("groups"):
         paths["groups"] = folder / "groups.json"

@@ -284,5 +284,83 @@ def dlrm_cmd(
         )
 
 
+COLLECTIVE_HELP = (
+    "A custom collective algorithm for ASTRA-sim (`*-implementation-custom`): one PREFIX.<rank>.et per rank "
+    "whose send/recv/reduce nodes are the algorithm; prints the system-config line that uses it.\n\n"
+    "ALGORITHM: ring, direct, halving-doubling, binary-tree, double-binary-tree, hierarchical-2d, or a YAML "
+    "description of the steps (see docs/custom-collectives.md).\n\n"
+    "Example: chakra generate collective ring --ranks 8 --collective all-reduce --size 1MiB -o algos/ring8"
+)
+
+
+@app.command("collective", help=COLLECTIVE_HELP)
+def collective_cmd(
+    algorithm: str = typer.Argument(..., help="Textbook algorithm name, or a .yaml/.yml/.json description."),
+    ranks: int = typer.Option(8, "--ranks", "-n", help="Ranks (members of the collective)."),
+    collective: str = typer.Option(
+        "all-reduce", "--collective", "-c", help="all-reduce, all-gather, reduce-scatter or all-to-all."
+    ),
+    size: str = typer.Option("1MiB", "--size", help="Bytes per rank of the collective (4KiB, 1MiB...)."),
+    reduce_us: int = typer.Option(
+        0, "--reduce-us", min=0, help="Each reduction's duration in us (0: ASTRA-sim's 1 ns)."
+    ),
+    dims: Optional[str] = typer.Option(None, "--dims", help="hierarchical-2d: COLUMNSxROWS (default: near square)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    with handle_errors():
+        from chakra.collective_algorithm import check
+        from chakra.dsl.collectives import from_description, generate, system_line
+        from chakra.dsl.spec import parse_quantity
+        from chakra.errors import InputError
+
+        started = time.perf_counter()
+        nbytes = int(parse_quantity(size, "--size"))
+        if algorithm.endswith((".yaml", ".yml", ".json")):
+            alg = from_description(Path(algorithm))
+        else:
+            shape = None
+            if dims:
+                try:
+                    a, b = (int(x) for x in dims.lower().split("x"))
+                except ValueError:
+                    raise InputError(f"--dims {dims!r}: expected COLUMNSxROWS, e.g. 4x2") from None
+                shape = (a, b)
+            alg = generate(algorithm, ranks, collective, nbytes, reduce_us, shape)
+        report = check(alg)
+        if not report.ok:
+            raise InputError(f"{algorithm}: the algorithm is wrong: {report.problems[0]}")
+        info(f"writing {alg.size} rank file(s) to {output}.<rank>.et", quiet)
+        paths = alg.save(output)
+        prefix = str(Path(output).resolve())
+        line = system_line(alg.collective, prefix)
+        summary = {
+            "algorithm": alg.name,
+            "collective": alg.collective,
+            "ranks": alg.size,
+            "messages": alg.messages(),
+            "bytes_sent_per_rank_max": max(alg.bytes_sent()),
+            "files": [str(p) for p in paths],
+            "system_config": line,
+            "checked": "moves the collective's data, no deadlock" if not report.notes else report.notes[0],
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        if as_json:
+            print_json(summary)
+            return
+        from rich.table import Table
+
+        table = Table(title=f"generated {alg.name}", show_header=False)
+        for key in ("collective", "ranks", "messages"):
+            table.add_row(key, str(summary[key]))
+        table.add_row("bytes sent (busiest rank)", f"{summary['bytes_sent_per_rank_max']:,}")
+        table.add_row("checked", summary["checked"])
+        table.add_row("output", f"{output}.0.et .. {output}.{alg.size - 1}.et")
+        console.print(table)
+        console.print('system config (ASTRA-sim runs it only with "preferred-dataset-splits": 1):', highlight=False)
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="generate")

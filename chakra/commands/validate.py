@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
@@ -33,6 +34,13 @@ def validate(
     system: Optional[Path] = typer.Option(
         None, "--system", "-s", help="With --for astra-sim: the system JSON it will run on (default: the bundled one)."
     ),
+    algorithm: Optional[str] = typer.Option(
+        None,
+        "--algorithm",
+        help="Check PREFIX as a custom collective algorithm (ASTRA-sim's *-implementation-custom files) of this "
+        "collective: all-reduce, all-gather, reduce-scatter, all-to-all, or auto (as its metadata says): every "
+        "receive has its send, no deadlock, and (chunks named) every rank ends with the data it must hold.",
+    ),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -50,6 +58,9 @@ def validate(
     from chakra.validate import ERROR, validate_traces
 
     with handle_errors():
+        if algorithm is not None:
+            _algorithm(traces, algorithm, json_out)
+            return
         if target is not None and target != "astra-sim":
             raise InputError(f"--for takes astra-sim, not {target!r}")
         loaded = load_traces(traces, quiet, stream=target is None)
@@ -82,6 +93,40 @@ def validate(
             )
         if not report.ok:
             raise typer.Exit(1)
+
+
+def _algorithm(traces: list[str], collective: str, json_out: bool) -> None:
+    from chakra.collective_algorithm import COLLECTIVES, check, load
+
+    if len(traces) != 1:
+        raise InputError("--algorithm takes one PREFIX (the algorithm's PREFIX.<rank>.et files)")
+    if collective != "auto" and collective not in COLLECTIVES:
+        raise InputError(f"--algorithm {collective!r}: use {', '.join(COLLECTIVES)} or auto")
+    alg = load(traces[0])
+    report = check(alg, None if collective == "auto" else collective)
+    if json_out:
+        print_json(
+            {
+                "ok": report.ok,
+                "ranks": alg.size,
+                "collective": collective if collective != "auto" else alg.collective,
+                "messages": alg.messages(),
+                "problems": report.problems,
+                "notes": report.notes,
+            }
+        )
+    else:
+        for msg in report.problems:
+            console.print(f"[red]error[/] {escape(msg)}")
+        for msg in report.notes:
+            console.print(f"[yellow]note[/] {escape(msg)}")
+        verdict = "[bold green]OK[/]" if report.ok else "[bold red]FAILED[/]"
+        console.print(
+            f"{verdict}: {alg.size} rank(s), {alg.messages():,} messages, {len(report.problems)} problem(s)"
+            + (" (no deadlock; every rank ends with its data)" if report.ok and not report.notes else "")
+        )
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def _for_astrasim(

@@ -50,6 +50,12 @@ def visualize_cmd(
     edges: Edges = typer.Option(Edges.all, "--edges", help="Which dependencies to draw: all, data or ctrl."),
     links: bool = typer.Option(True, "--links/--no-links", help="Cross-rank send->recv and collective links."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to let Graphviz run."),
+    algorithm: bool = typer.Option(
+        False,
+        "--algorithm",
+        help="PREFIX is a custom collective algorithm: draw it step by step (ranks across, steps down, each "
+        "message labelled with its chunks and bytes; reductions bold).",
+    ),
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -93,6 +99,20 @@ def visualize_cmd(
         fmt = chosen[0] if chosen else (format_for(output, None) if output is not None else "pdf")
         if output is None:
             output = default_output(traces[0], fmt)
+        if algorithm:
+            from chakra.collective_algorithm import load
+            from chakra.visualizers.collective import draw, steps
+
+            if len(traces) != 1:
+                raise InputError("--algorithm takes one PREFIX (the algorithm's PREFIX.<rank>.et files)")
+            alg = load(traces[0])
+            draw(alg, output, fmt, timeout)
+            n_steps = len({s for s, *_ in steps(alg)})
+            if as_json:
+                print_json({"output": str(output), "format": fmt, "ranks": alg.size, "steps": n_steps})
+            else:
+                info(f"wrote {output} ({fmt}): {alg.size} ranks, {n_steps} steps, {alg.messages()} messages", quiet)
+            return
         filters = Filters(depth=depth, around=around)
         try:
             if rank:

@@ -34,6 +34,7 @@ from chakra.schema import CollectiveType
 from chakra.schema.kinds import MODELLED_COLLECTIVES
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.sim.core import Clock
+from chakra.sim.custom import CustomAlgorithms
 from chakra.sim.membus import SharedBus, shared_bus
 from chakra.sim.messages import NOOP, Messenger
 from chakra.sim.network import Network
@@ -577,10 +578,14 @@ class CollectiveRunner:
         # members ending at the same ns complete in this order, as ASTRA-sim's event queue runs them
         # (a remote memory served first-come, for one, sees the difference).
         self.finish_order: tuple[int, ...] = ()
+        self.custom = CustomAlgorithms()
 
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
         splits = self.sys.preferred_dataset_splits
+        if IMPL_KEY[ctype] in self.sys.custom_implementation:
+            self._custom_streams(ctype, size)
+            return 1, size  # a custom algorithm is one stream; its files say the bytes
         chunk = size // splits
         if ctype != AG and self.total > chunk:
             chunk = self.total
@@ -591,6 +596,22 @@ class CollectiveRunner:
                 f"({splits}): ASTRA-sim divides by zero"
             )
         return -(-size // chunk), chunk
+
+    def _custom_streams(self, ctype: int, size: int) -> None:
+        """ASTRA-sim sizes a custom collective's data set by the usual chunking but creates one
+        stream: with more than one expected, the collective never completes (measured)."""
+        splits = self.sys.preferred_dataset_splits
+        chunk = size // splits
+        if ctype != AG and self.total > chunk:
+            chunk, size = self.total, splits * self.total
+        streams = -(-size // chunk) if chunk > 0 else 0
+        if streams != 1:
+            key = IMPL_KEY[ctype].replace("_", "-")
+            raise ConfigError(
+                f"{self.where}: {key}-implementation-custom with preferred-dataset-splits "
+                f"{splits}: ASTRA-sim waits for {streams} streams of a {size}-byte collective and creates one, so "
+                "it never finishes (set preferred-dataset-splits to 1)"
+            )
 
     def finish(
         self,
@@ -758,6 +779,12 @@ class CollectiveRunner:
 
     def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int, n: int = 1) -> Optional[Callable]:  # type: ignore[no-untyped-def]
         """(member rank, chunk index) -> [(queue, factory)] for that stream, or None when no phase is left."""
+        prefix = self.sys.custom_implementation.get(IMPL_KEY[ctype])
+        if prefix is not None:
+            # ASTRA-sim: one phase on queue 0 over the whole group, the network's dimensions unused
+            make = self.custom.factory(prefix, tuple(members), len(members) == self.total)
+            self._plan_trees = {}
+            return lambda rank, chunk_index: [(0, make)]
         algs = self.sys.implementation(IMPL_KEY[ctype])
         if not algs:
             raise ConfigError(

@@ -103,6 +103,9 @@ class SystemConfig:
     replay_only: bool = False
     local_mem_latency: float = 0.0  # ns, local memory model (our key; ASTRA-sim has none)
     injection_scale: float = 1.0
+    # `<collective>-implementation-custom`: the prefix of a custom algorithm's per-rank files
+    # (relative paths are taken from the working directory, as ASTRA-sim does)
+    custom_implementation: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     path: Optional[Path] = None
 
@@ -289,6 +292,20 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", algs)
         else:
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", [])
+    if "per-node-custom-implementation" in data:
+        raise ConfigError(
+            f"{where}: per-node-custom-implementation (custom algorithms per workload node) is not simulated; "
+            "use <collective>-implementation-custom"
+        )
+    for coll in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        key = f"{coll}-implementation-custom"
+        if key in data:
+            got = _as_list(where, key, data[key])
+            if len(got) != 1 or not isinstance(got[0], str) or not got[0]:
+                raise ConfigError(
+                    f"{where}: {key} must list exactly one algorithm prefix (ASTRA-sim: one ET covers all dimensions)"
+                )
+            sysc.custom_implementation[coll.replace("-", "_")] = got[0]
     if sysc.roofline_enabled and (sysc.peak_perf <= 0 or sysc.local_mem_bw <= 0):
         raise ConfigError(f"{where}: roofline-enabled needs peak-perf (TFLOPS) and local-mem-bw (GB/s) > 0")
     known = set(_SYSTEM_REQUIRED) | {
@@ -301,6 +318,7 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
         "local-mem-latency",
     }
     known |= {f"{c}-implementation" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}
+    known |= {f"{c}-implementation-custom" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}
     sysc.extra = {k: v for k, v in data.items() if k not in known}
     return sysc
 

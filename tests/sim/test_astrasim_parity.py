@@ -173,6 +173,8 @@ CLI_CASES = (
     "groups/aware/RS-pairs-ed40-R8",
     "memory/unaware/load-pool",
     "compute/aware/chain",
+    "custom/aware/mix-skew-double-binary-tree-R8",
+    "custom/unaware/AR-groups-halves-R8",
 )
 
 
