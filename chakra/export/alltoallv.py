@@ -5,7 +5,8 @@ all-to-all-v. It does run a collective from a custom algorithm: per-rank Chakra 
 receive and compute nodes (astra-sim/system/astraccl/custom_collectives/CustomAlgorithm.cc),
 named either for every collective of a type (`all-to-all-implementation-custom`) or per workload
 node (`per-node-custom-implementation`: a YAML file mapping a node id to a file prefix; the lookup
-in CollectiveImplLookup.cc tries it first). The export writes, for each uneven all-to-all:
+in CollectiveImplLookup.cc tries it first). The export writes, for each all-to-all with per-peer
+sizes (balanced or not: `chakra simulate` runs both the same way):
 
 - `OUT.a2av.<k>.<position>.et`: one file per member, with a send of exactly [i][j] bytes to every
   peer j and a receive of [j][i] bytes from every peer (no dependencies: all peers at once, the
@@ -26,14 +27,20 @@ only hold on the world group: an uneven all-to-all on a subgroup stays the nativ
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 from chakra.commgroups import WORLD_NAMES
-from chakra.schema import CollectiveType, NodeType
+from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr
-from chakra.sim.alltoallv import RECV_ATTR, Matrix, clean_splits, node_splits, recv_mismatches, uneven_matrix
+from chakra.sim.alltoallv import (
+    RECV_ATTR,
+    Matrix,
+    by_collective,
+    byte_matrix,
+    clean_splits,
+    node_splits,
+    recv_mismatches,
+)
 from chakra.trace import Trace, make_metadata
 
 #: tags of the algorithms' messages: one per exported collective, far from the small tags
@@ -53,46 +60,29 @@ class UnevenAllToAll:
 
 
 def find(traces: list[Trace]) -> tuple[list[UnevenAllToAll], list[str]]:
-    """The uneven all-to-alls of a job on its world group, and one line per one left even."""
+    """The all-to-alls with per-peer sizes of a job on its world group, and one line for each one
+    that stays an even split."""
     n = len(traces)
-    # (pg, seq) -> rank -> node; collectives meet in file order per group (the converter writes
-    # nodes in dependency order)
-    found: dict[tuple[str, int], dict[int, Any]] = defaultdict(dict)
-    for pos, t in enumerate(traces):
-        r = t.rank if t.rank is not None else pos
-        seq: dict[str, int] = defaultdict(int)
-        for node in sorted(t.nodes, key=lambda x: x.id):
-            if node.type != NodeType.COMM_COLL_NODE:
-                continue
-            pg = str(get_attr(node, "pg_name", "") or "")
-            k = seq[pg]
-            seq[pg] += 1
-            if get_attr(node, "comm_type") == CollectiveType.ALL_TO_ALL and node_splits(node) is not None:
-                found[(pg, k)][r] = node
     out: list[UnevenAllToAll] = []
     notes: list[str] = []
-    for (pg, k), by_rank in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for (pg, k), by_rank in sorted(by_collective(traces).items()):
         if pg not in WORLD_NAMES:
             notes.append(
                 f"all-to-all #{k} on process group {pg!r}: per-peer sizes are exported on the world group only "
                 "(ASTRA-sim caches one algorithm per subgroup and collective type); it runs as an even split"
             )
             continue
-        if len(by_rank) != n:
-            missing = sorted(set(range(n)) - set(by_rank))
-            notes.append(f"all-to-all #{k}: rank(s) {missing[:8]} record no splits; it runs as an even split")
-            continue
         members = tuple(range(n))
-        rows = [node_splits(by_rank[r]) for r in members]
-        matrix = uneven_matrix(rows)
+        matrix = byte_matrix([node_splits(by_rank[r]) if r in by_rank else None for r in members])
         if matrix is None:
+            notes.append(f"all-to-all #{k}: not every rank records {n} per-peer sizes; it runs as an even split")
             continue
         bad = recv_mismatches(matrix, [clean_splits(get_attr(by_rank[r], RECV_ATTR)) for r in members])
         if bad:
             i, j = bad[0]
             notes.append(
-                f"all-to-all #{k}: rank {j} expects {clean_splits(get_attr(by_rank[j], RECV_ATTR))[i]} B from "  # type: ignore[index]
-                f"rank {i}, which sends {matrix[i][j]} B; the senders' lists are used"
+                f"all-to-all #{k}: rank {j}'s receive list disagrees with what rank {i} sends ({matrix[i][j]} B); "
+                "the senders' lists are used"
             )
         out.append(UnevenAllToAll(len(out), pg, k, members, matrix, {r: by_rank[r].id for r in members}))
     return out, notes
