@@ -30,6 +30,7 @@ class Recipe(str, Enum):
     network_bandwidth = "network-bandwidth"
     data_parallel = "data-parallel"
     drop_comm = "drop-comm"
+    rebalance_routing = "rebalance-routing"
 
 
 _ROWS = (
@@ -100,6 +101,7 @@ def whatif_cmd(
       [bold]chakra whatif run --recipe fused-optimizer[/]
       [bold]chakra whatif one_rank --recipe data-parallel --ranks 4 --bucket-mb 25 --network ring4.yml -o dp4[/]
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
+      [bold]chakra whatif moe --recipe rebalance-routing[/]
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
