@@ -149,7 +149,7 @@ def renumber(traces: list[Trace], colls: list[UnevenAllToAll]) -> list[Trace]:
 
 def yaml_text(colls: list[UnevenAllToAll], prefix: str) -> str:
     """The `per-node-custom-implementation` file: node id -> algorithm prefix."""
-    lines = ["# written by chakra export astra-sim: uneven all-to-alls as custom algorithms"]
+    lines = ["# written by chakra export astra-sim: all-to-alls with per-peer sizes as custom algorithms"]
     for c in colls:
         lines.append(f'{c.new_id}: "{prefix}.a2av.{c.index}"')
     return "\n".join(lines) + "\n"

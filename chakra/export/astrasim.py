@@ -51,6 +51,7 @@ from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
+from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.trace import Trace, rank_set_problem
 
@@ -595,6 +596,8 @@ class _Planner:
                 sizes = {s for _, (_, s) in row}
                 if len(sizes) < 2:
                     continue
+                if pg in WORLD_NAMES and all(node_splits(node) is not None for _, (node, _) in row):
+                    continue  # an all-to-all-v: exported as a custom algorithm, which ignores comm_size
                 top = max(sizes)
                 for r, (node, s) in row:
                     if s != top:
@@ -810,7 +813,7 @@ def export_astrasim(
         p.issues.append(Issue(None, None, "", "alltoallv-even", note, "", "warning"))
     extra: dict[str, Any] = {}
     if uneven:
-        p.counts["uneven all-to-alls as custom algorithms"] = len(uneven)
+        p.counts["all-to-alls with per-peer sizes as custom algorithms"] = len(uneven)
         extra["per-node-custom-implementation"] = f"{out}.a2av.yaml"
         splits = (sysc or load_system(bundled_config_dir() / "system.json")).preferred_dataset_splits
         if splits != 1:
