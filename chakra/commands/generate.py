@@ -275,8 +275,8 @@ def moe_cmd(
             ranks=ranks, experts=experts, tokens=tokens, hidden=hidden, ffn=ffn, layers=layers, top_k=top_k,
             imbalance=imbalance, seed=seed, dtype_bytes=dtype_bytes,
         )  # fmt: skip
-        workload = build_moe(cfg, _device(tflops, mem_bw))
         table = routing(cfg)
+        workload = build_moe(cfg, _device(tflops, mem_bw), table)
         # the busiest expert rank's share of the tokens, per layer (1/N when balanced)
         hot = max(max(sum(r[j] for r in layer) for j in range(ranks)) / sum(map(sum, layer)) for layer in table)
         extra = {"closed_form_flops": cfg.flops(), "busiest rank's token share": round(hot, 4)}

@@ -270,10 +270,13 @@ class PeerAlg:
         if self.left == 0:
             run.clock.at_rank(me, 1, self._done_after)
             return
+        # one message per pair: the key leaves the size out, so a receive list that disagrees with
+        # its sender's (a malformed trace) still meets the message the sender's list sends, as in
+        # the export's algorithm (the messenger reports the disagreement)
         for peer, size in self.sends:
-            run.messenger.send(me, peer, size, (run.tag, "a2av", me, peer, size), self._one)
+            run.messenger.send(me, peer, size, (run.tag, "a2av", me, peer), self._one)
         for peer, size in self.recvs:
-            run.messenger.recv(peer, me, size, (run.tag, "a2av", peer, me, size), self._one)
+            run.messenger.recv(peer, me, size, (run.tag, "a2av", peer, me), self._one)
 
     def _done_after(self, _: Any = None) -> None:
         self.run_.phase_done(self.member, self.stream)

@@ -24,6 +24,7 @@ FLOPs of a forward pass: L x (N x (8 T H^2 + 2 T H E) + 4 T k N H F).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Workload
@@ -75,6 +76,9 @@ class MoEConfig:
         return float(self.layers * (dense + 4 * t * self.top_k * n * h * self.ffn))
 
 
+_BLOCK = 1 << 15  # tokens drawn at once
+
+
 def routing(cfg: MoEConfig) -> list[list[list[int]]]:
     """Per layer, tokens[i][j]: the tokens rank i sends to rank j (its experts' rank)."""
     import numpy as np
@@ -92,22 +96,27 @@ def routing(cfg: MoEConfig) -> list[list[list[int]]]:
         for _ in range(n):
             # top-k without replacement: k draws per token from the distribution renormalised
             # over the experts not yet taken (the Gumbel top-k trick gives exactly that)
-            keys = np.log(prob)[None, :] - np.log(-np.log(rng.random((cfg.tokens, e))))
-            picks = np.argpartition(-keys, cfg.top_k - 1, axis=1)[:, : cfg.top_k]
-            counts = np.bincount(picks.ravel(), minlength=e)
+            # (in blocks of tokens: memory stays bounded for any --tokens; the draws are the same)
+            counts = np.zeros(e, dtype=np.int64)
+            for start in range(0, cfg.tokens, _BLOCK):
+                rows = min(_BLOCK, cfg.tokens - start)
+                keys = np.log(prob)[None, :] - np.log(-np.log(rng.random((rows, e))))
+                picks = np.argpartition(-keys, cfg.top_k - 1, axis=1)[:, : cfg.top_k]
+                counts += np.bincount(picks.ravel(), minlength=e)
             layer.append([int(counts[j * per : (j + 1) * per].sum()) for j in range(n)])
         out.append(layer)
     return out
 
 
-def build_moe(cfg: MoEConfig, device: Device) -> Workload:
+def build_moe(cfg: MoEConfig, device: Device, table: Optional[list[list[list[int]]]] = None) -> Workload:
+    """The workload; `table`: the routing (`routing(cfg)`, drawn here when not given)."""
     cfg.check()
     n, t, h, f, db = cfg.ranks, cfg.tokens, cfg.hidden, cfg.ffn, cfg.dtype_bytes
     row = h * db  # bytes of one token's activation
     w = Workload(n, device=device, name=f"moe{n}")
     ranks = w.all_ranks
     prev = None
-    for li, tokens in enumerate(routing(cfg)):
+    for li, tokens in enumerate(table if table is not None else routing(cfg)):
         attn = w.compute(ranks, f"L{li}.attention", flops=8 * t * h * h, bytes=(t * h * 4 + 4 * h * h) * db, after=prev)
         router = w.compute(
             ranks, f"L{li}.router", flops=2 * t * h * cfg.experts, bytes=(t * h + h * cfg.experts) * db, after=attn
