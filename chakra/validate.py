@@ -25,7 +25,7 @@ from chakra.errors import excerpt
 from chakra.graph import kahn, stuck_cycle
 from chakra.rankcheck import check_rank_columns
 from chakra.schema import COMM_NODE_TYPES, MEM_NODE_TYPES, CollectiveType, NodeType, collective_name, pb
-from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, as_int, attr_value
+from chakra.schema.attrs import CONVENTIONS, FEEDER_READ, SEND_BYTES, as_int, attr_value
 from chakra.schema.kinds import MODELLED_COLLECTIVES
 from chakra.trace import Trace, rank_set_problem
 
@@ -38,6 +38,7 @@ SIZE_MAY_DIFFER = frozenset(
     {CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER, CollectiveType.BARRIER}
 )
 KEEP_PER_CODE = 20
+PER_PEER = -1  # the size an all-to-all with per-peer sizes compares as
 _REFUSED = " (simulate refuses it; `chakra export astra-sim` gives every member the largest)"
 
 
@@ -169,7 +170,14 @@ def _rendezvous_key(n: pb.Node) -> Optional[tuple[str, tuple[int, int]]]:
         return None
     pg = amap.get("pg_name")
     pg_name = str(attr_value(pg) or "") if pg is not None else ""
-    return pg_name, meet_key(ctype, _num(amap.get("comm_size")) or 0)
+    return pg_name, meet_key(ctype, _meet_size(ctype, _num(amap.get("comm_size")) or 0, amap))
+
+
+def _meet_size(ctype: int, size: int, amap: dict) -> int:
+    """The size members must agree on: an all-to-all with per-peer sizes (`comm_send_bytes`) has
+    members of different totals by design, so it compares as PER_PEER (-1), as the simulator's
+    rendezvous meets it."""
+    return PER_PEER if ctype == CollectiveType.ALL_TO_ALL and SEND_BYTES in amap else size
 
 
 class _CsrParents:
@@ -300,7 +308,8 @@ def comm_summary(nodes: Iterable[pb.Node], rank: Optional[int]) -> CommSummary:
         if n.type == NodeType.COMM_COLL_NODE:
             pg = amap.get("pg_name")
             pg_name = attr_value(pg) if pg is not None else ""
-            colls[str(pg_name or "")].append((_num(amap.get("comm_type")) or 0, size, n.id))
+            ctype = _num(amap.get("comm_type")) or 0
+            colls[str(pg_name or "")].append((ctype, _meet_size(ctype, size, amap), n.id))
         else:
             rec = (_num(amap.get("comm_src")), _num(amap.get("comm_dst")), _num(amap.get("comm_tag")), size, n.id)
             (out.sends if n.type == NodeType.COMM_SEND_NODE else out.recvs).append(rec)

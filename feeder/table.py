@@ -32,11 +32,11 @@ from chakra.errors import TraceFormatError
 from chakra.files import create_temp, remove_stale_temps
 from chakra.io import decompress_to
 from chakra.schema import pb
-from chakra.schema.attrs import SIMULATOR_ATTRS, as_int
+from chakra.schema.attrs import SIMULATOR_ATTRS, SPLIT_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
-SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
+SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, *SPLIT_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
 _SPARSE_TYPES = frozenset({0, 1, 2, 3, 5, 6, 7})  # everything but COMP keeps its attrs sparse
 _GET_SIM = attrgetter("id", "type", "duration_micros", "data_deps", "ctrl_deps")
 _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")

@@ -20,6 +20,10 @@ Workloads (sizes are small on purpose: the traces go into the repository):
   moe     expert parallelism: tokens routed with `all_to_all_single` and uneven splits (dispatch
           and combine, forward and backward; capacity-balanced: every expert gets as many tokens
           as every rank sends), data-parallel all-reduce of the dense gradients.
+  moeskew expert parallelism with skewed routing: every token picks its expert from a Zipf
+          distribution (exponent 1.2, seeded), so experts receive unequal totals (the hot
+          expert's rank receives most tokens); one dispatch and one combine in forward, the
+          reverse pair in backward (`all_to_all_single` with uneven splits).
   groups  2-D parallelism: tensor-parallel groups of 2 and data-parallel groups across them, both
           in use in the same step (TP all-reduces in forward/backward, DP all-reduce of grads),
           plus the loss all-reduced on the world group.
@@ -45,7 +49,7 @@ from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, sc
 
 WIDTH = 64
 BATCH = 16
-WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "groups", "misc")
+WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc")
 
 
 def _mlp(depth: int, width: int = WIDTH) -> nn.Sequential:
@@ -253,6 +257,46 @@ def moe(rank: int, world: int) -> tuple[Callable[[], None], dict]:
         opt.step()
 
     return step, {"splits": splits, "experts": world}
+
+
+def _zipf_routing(world: int, tokens: int, exponent: float, seed: int) -> list[list[int]]:
+    """splits[i][j]: tokens rank i routes to expert j, each token's expert drawn from Zipf(exponent).
+
+    The popularity order of the experts is one seeded permutation shared by every rank (a hot
+    expert is hot for everybody, as in a trained router), the draws differ per rank."""
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(world, generator=g)
+    weights = torch.tensor([1.0 / (k + 1) ** exponent for k in range(world)])
+    prob = torch.empty(world)
+    prob[order] = weights / weights.sum()
+    rows = []
+    for _ in range(world):
+        picks = torch.multinomial(prob, tokens, replacement=True, generator=g)
+        rows.append(torch.bincount(picks, minlength=world).tolist())
+    return rows
+
+
+def moeskew(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    tokens = 2 * BATCH
+    splits = _zipf_routing(world, tokens, exponent=1.2, seed=22)
+    send = splits[rank]
+    recv = [splits[j][rank] for j in range(world)]
+    torch.manual_seed(0)
+    dense = nn.Linear(WIDTH, WIDTH)
+    torch.manual_seed(10 + rank)
+    expert = _mlp(2)
+    opt = torch.optim.SGD([*dense.parameters(), *expert.parameters()], lr=0.01)
+    x, y = _data(rank, tokens)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        h = dense(x)
+        routed = dfn.all_to_all_single(torch.empty(sum(recv), WIDTH), h, recv, send)
+        back = dfn.all_to_all_single(torch.empty(tokens, WIDTH), expert(routed), send, recv)
+        nn.functional.mse_loss(back, y).backward()
+        opt.step()
+
+    return step, {"splits": splits, "experts": world, "routing": "zipf", "exponent": 1.2, "seed": 22}
 
 
 def groups(rank: int, world: int) -> tuple[Callable[[], None], dict]:

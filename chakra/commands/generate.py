@@ -239,6 +239,50 @@ def transformer_cmd(
         _finish(workload, output, started, quiet, as_json, extra=extra, metadata_node=metadata_node)
 
 
+MOE_HELP = (
+    "Mixture-of-experts layers with expert parallelism: per layer the dense part, a router, a dispatch "
+    "all-to-all with per-peer sizes, the experts' FFN on the tokens each rank received, a combine "
+    "all-to-all. Routing is drawn token by token from --imbalance (uniform, or zipf:S with exponent S), "
+    "seeded by --seed. See docs/moe.md.\n\n"
+    "Example: chakra generate moe --experts 16 --ranks 8 --imbalance zipf:1.2 --seed 1 -o out/moe"
+)
+
+
+@app.command("moe", help=MOE_HELP)
+def moe_cmd(
+    experts: int = typer.Option(8, "--experts", "-e", help="Experts in all (a multiple of --ranks)."),
+    ranks: int = typer.Option(4, "--ranks", "-n"),
+    imbalance: str = typer.Option("uniform", "--imbalance", help="Routing distribution: uniform | zipf:S."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the routing draws."),
+    tokens: int = typer.Option(4096, "--tokens", help="Tokens per rank."),
+    hidden: int = typer.Option(1024, "--hidden"),
+    ffn: int = typer.Option(4096, "--ffn", help="Expert FFN inner width."),
+    layers: int = typer.Option(2, "--layers"),
+    top_k: int = typer.Option(1, "--top-k", help="Experts per token."),
+    dtype_bytes: int = typer.Option(2, "--dtype-bytes"),
+    tflops: float = TflopsOption,
+    mem_bw: float = MemBwOption,
+    output: Path = OutputOption,
+    metadata_node: bool = MetadataNodeOption,
+    quiet: bool = QuietOption,
+    as_json: bool = JsonOption,
+) -> None:
+    with handle_errors():
+        from chakra.dsl.builtins.moe import MoEConfig, build_moe, routing
+
+        started = time.perf_counter()
+        cfg = MoEConfig(
+            ranks=ranks, experts=experts, tokens=tokens, hidden=hidden, ffn=ffn, layers=layers, top_k=top_k,
+            imbalance=imbalance, seed=seed, dtype_bytes=dtype_bytes,
+        )  # fmt: skip
+        table = routing(cfg)
+        workload = build_moe(cfg, _device(tflops, mem_bw), table)
+        # the busiest expert rank's share of the tokens, per layer (1/N when balanced)
+        hot = max(max(sum(r[j] for r in layer) for j in range(ranks)) / sum(map(sum, layer)) for layer in table)
+        extra = {"closed_form_flops": cfg.flops(), "busiest rank's token share": round(hot, 4)}
+        _finish(workload, output, started, quiet, as_json, extra=extra, metadata_node=metadata_node)
+
+
 @app.command("dlrm")
 def dlrm_cmd(
     ranks: int = typer.Option(8, "--ranks", "-n"),

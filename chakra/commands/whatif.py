@@ -32,6 +32,7 @@ class Recipe(str, Enum):
     drop_comm = "drop-comm"
     activation_checkpointing = "activation-checkpointing"
     zero = "zero"
+    rebalance_routing = "rebalance-routing"
 
 
 _ROWS = (
@@ -107,6 +108,7 @@ def whatif_cmd(
       [bold]chakra whatif run --recipe fused-optimizer[/]
       [bold]chakra whatif one_rank --recipe data-parallel --ranks 4 --bucket-mb 25 --network ring4.yml -o dp4[/]
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
+      [bold]chakra whatif moe --recipe rebalance-routing[/]
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces

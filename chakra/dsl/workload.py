@@ -31,7 +31,7 @@ from chakra.commgroups import write_comm_groups
 from chakra.dsl.device import Device
 from chakra.errors import ChakraError
 from chakra.schema import CollectiveType, NodeType, pb
-from chakra.schema.attrs import set_attrs
+from chakra.schema.attrs import RECV_BYTES, SEND_BYTES, set_attrs
 from chakra.trace import Trace, make_metadata, make_node
 
 METADATA_NODE_NAME = "process_group:init"
@@ -337,8 +337,10 @@ class Workload:
         root: Optional[int] = None,
         involved_dim: Optional[Sequence[bool]] = None,
         priority: Optional[int] = None,
+        rank_attrs: Optional[Mapping[int, Mapping[str, Any]]] = None,
     ) -> Ref:
-        """One collective on every member of `group` (default: all ranks).
+        """One collective on every member of `group` (default: all ranks); `rank_attrs`: attributes
+        that differ per member (rank -> name -> value), set over the common ones.
 
         `size` is the `comm_size` in bytes as ASTRA-sim reads it: the buffer for all-reduce, the
         full input for reduce-scatter, the per-rank input for all-gather, the per-rank buffer for
@@ -369,6 +371,8 @@ class Workload:
         for r in pg.ranks:
             node = make_node(0, label, NodeType.COMM_COLL_NODE, data_deps=deps.get(r, ()), duration_micros=duration)
             set_attrs(node, attrs)
+            if rank_attrs and r in rank_attrs:
+                set_attrs(node, rank_attrs[r])
             ids[r] = self._append(r, node)
         return Ref(ids, label)
 
@@ -405,8 +409,25 @@ class Workload:
     def broadcast(self, size: float, **kw: Any) -> Ref:
         return self.collective(CollectiveType.BROADCAST, size, **kw)
 
-    def all_to_all(self, size: float, **kw: Any) -> Ref:
-        return self.collective(CollectiveType.ALL_TO_ALL, size, **kw)
+    def all_to_all(self, size: float = 0, *, per_peer: Optional[Sequence[Sequence[int]]] = None, **kw: Any) -> Ref:
+        """An all-to-all of `size` bytes per rank, split evenly; or, with `per_peer` (an n x n
+        matrix over the group's members in order: [i][j] = bytes member i sends to member j),
+        an all-to-all-v: each member's `comm_size` is its row's sum and its `comm_send_bytes` /
+        `comm_recv_bytes` are its row / column (docs/moe.md)."""
+        if per_peer is None:
+            return self.collective(CollectiveType.ALL_TO_ALL, size, **kw)
+        pg = self._resolve_group(kw.pop("group", None))
+        n = len(pg.ranks)
+        rows = [list(r) for r in per_peer]
+        if len(rows) != n or any(len(r) != n for r in rows):
+            raise DSLError(f"all_to_all per_peer must be {n} x {n} (the members of {pg.desc})")
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for r in rows for v in r):
+            raise DSLError("all_to_all per_peer entries must be byte counts (ints >= 0)")
+        per_rank = {
+            rank: {"comm_size": sum(rows[i]), SEND_BYTES: rows[i], RECV_BYTES: [rows[j][i] for j in range(n)]}
+            for i, rank in enumerate(pg.ranks)
+        }
+        return self.collective(CollectiveType.ALL_TO_ALL, 0, group=pg, rank_attrs=per_rank, **kw)
 
     def reduce_scatter(self, size: float, **kw: Any) -> Ref:
         return self.collective(CollectiveType.REDUCE_SCATTER, size, **kw)

@@ -51,6 +51,7 @@ from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
 from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
+from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.trace import Trace, rank_set_problem
 
@@ -595,6 +596,8 @@ class _Planner:
                 sizes = {s for _, (_, s) in row}
                 if len(sizes) < 2:
                     continue
+                if pg in WORLD_NAMES and all(node_splits(node) is not None for _, (node, _) in row):
+                    continue  # an all-to-all-v: exported as a custom algorithm, which ignores comm_size
                 top = max(sizes)
                 for r, (node, s) in row:
                     if s != top:
@@ -791,9 +794,10 @@ def export_astrasim(
     from pathlib import Path
 
     from chakra.commgroups import comm_groups_path, write_comm_groups
+    from chakra.export import alltoallv
     from chakra.export.configs import write_configs
-    from chakra.io import output_set, write_rank_traces
-    from chakra.sim.config import load_network, load_system
+    from chakra.io import atomic_output, output_set, write_rank_traces
+    from chakra.sim.config import bundled_config_dir, load_network, load_system
 
     traces = ordered(traces)
     net = load_network(network) if network is not None else None
@@ -802,6 +806,32 @@ def export_astrasim(
         traces, file_groups, unsupported=unsupported, broadcast=broadcast, network=net, system=sysc, backend=backend
     )
     fixed = apply(traces, p, missing_deps)
+    # uneven all-to-alls: ASTRA-sim runs each as a custom algorithm of exactly its sends
+    uneven, notes = alltoallv.find(fixed)
+    fixed = alltoallv.renumber(fixed, uneven)
+    for note in notes:
+        p.issues.append(Issue(None, None, "", "alltoallv-even", note, "", "warning"))
+    extra: dict[str, Any] = {}
+    if uneven:
+        p.counts["all-to-alls with per-peer sizes as custom algorithms"] = len(uneven)
+        extra["per-node-custom-implementation"] = f"{out}.a2av.yaml"
+        splits = (sysc or load_system(bundled_config_dir() / "system.json")).preferred_dataset_splits
+        if splits != 1:
+            # Sys::generate_collective makes a data set of ceil(size / chunk) streams but gives a
+            # custom algorithm one stream: with more than one split the collective never ends
+            extra["preferred-dataset-splits"] = 1
+            p.counts["preferred-dataset-splits set to 1 (custom algorithms)"] = 1
+            p.issues.append(
+                Issue(
+                    None,
+                    None,
+                    "",
+                    "custom-splits",
+                    f"preferred-dataset-splits {splits}: ASTRA-sim runs a custom algorithm as one stream of a "
+                    f"{splits}-stream data set and never finishes it",
+                    "preferred-dataset-splits 1 (every collective then runs as one chunk)",
+                )
+            )
     npus = len(fixed)
     groups_path = comm_groups_path(out) if p.groups else None
     # One set: configs, traces and comm groups all appear, or none does (a full disk included).
@@ -816,10 +846,17 @@ def export_astrasim(
             memory=memory,
             comm_groups=groups_path,
             split=p.split,
+            system_extra=extra,
         )
         if p.missing and missing_deps == "drop":
             p.counts["dependencies on absent ids dropped"] = sum(p.missing.values())
         files = write_rank_traces(out, fixed)
+        for coll in uneven:
+            algo = [alltoallv.algorithm(coll, i) for i in range(len(coll.members))]
+            write_rank_traces(f"{out}.a2av.{coll.index}", algo)
+        if uneven:
+            with atomic_output(Path(f"{out}.a2av.yaml"), "w") as fh:
+                fh.write(alltoallv.yaml_text(uneven, str(out)))
         written = write_comm_groups(out, p.groups)
     run.comm_groups = written
     return ExportResult(p, files, run)

@@ -12,7 +12,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import orjson
 
@@ -93,11 +93,13 @@ def write_configs(
     memory: Optional[PathLike] = None,
     comm_groups: Optional[Path] = None,
     split: Optional[tuple[int, int]] = None,
+    system_extra: Optional[dict[str, Any]] = None,
 ) -> RunFiles:
     """OUT.network.yml / OUT.system.json / OUT.memory.json for `npus` ranks (user files are checked
     and copied, so the printed command needs nothing but OUT.*). `split` (a, b): instead of the
     default 1-D network, a Ring a x Ring b one with every implementation list repeated to two
-    entries (ASTRA-sim then gives each process subgroup its own implementation object)."""
+    entries (ASTRA-sim then gives each process subgroup its own implementation object).
+    `system_extra`: keys added to the system JSON (the per-node custom algorithms)."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be aware or unaware, not {backend!r}")
     if npus < 2:
@@ -127,6 +129,10 @@ def write_configs(
             algs = sys_cfg.implementation(key.replace("-", "_"))
             if len(algs) == 1:
                 doc[f"{key}-implementation"] = algs * net.dims
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    if system_extra:
+        doc = orjson.loads(data)
+        doc.update(system_extra)
         data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     with atomic_output(sys_path) as fh:
         fh.write(data)

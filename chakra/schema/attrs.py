@@ -31,6 +31,13 @@ SIMULATOR_ATTRS: dict[str, str] = {
     "involved_dim": "bool_list",
 }
 
+#: All-to-all with per-peer sizes (docs/moe.md): bytes sent to / received from each member of the
+#: collective's process group, in group-rank order, as `int64_list`. The official feeder and
+#: ASTRA-sim read neither (they see an all-to-all of `comm_size`).
+SEND_BYTES = "comm_send_bytes"
+RECV_BYTES = "comm_recv_bytes"
+SPLIT_ATTRS: dict[str, str] = {SEND_BYTES: "int64_list", RECV_BYTES: "int64_list"}
+
 #: What the PyTorch converters copy from the Execution Trace, in the official converter's arms.
 PYTORCH_ATTRS: dict[str, str] = {
     "rf_id": "int64_val",
@@ -44,7 +51,7 @@ PYTORCH_ATTRS: dict[str, str] = {
 }
 
 #: name -> the oneof arm consumers read: every conventional attribute.
-CONVENTIONS: dict[str, str] = {**SIMULATOR_ATTRS, **PYTORCH_ATTRS}
+CONVENTIONS: dict[str, str] = {**SIMULATOR_ATTRS, **PYTORCH_ATTRS, **SPLIT_ATTRS}
 
 #: The attributes the official ETFeeder reads from exactly one scalar arm (any other arm silently
 #: reads as 0): the simulator attributes that hold one number.

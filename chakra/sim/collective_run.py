@@ -247,6 +247,47 @@ class HalvingDoublingAlg(RingAlg):
         self.sender = self.receiver
 
 
+class PeerAlg:
+    """An all-to-all with per-peer sizes, as ASTRA-sim runs the custom algorithm `chakra export
+    astra-sim` writes for it (CustomAlgorithm.cc): when the member's one stream starts, every send
+    and every receive is issued at once, straight onto the network (no memory-bus crossing); the
+    member is done when the last of them completes. Pairs of 0 bytes move nothing; a member with
+    nothing to move takes 1 ns (the algorithm's one compute node of runtime 0)."""
+
+    def __init__(self, run: CollectiveRun, member: Member, stream: Stream, members: Sequence[int],
+                 sends: Sequence[int], recvs: Sequence[int]) -> None:  # fmt: skip
+        self.run_ = run
+        self.member = member
+        self.stream = stream
+        self.id = member.rank
+        me = self.id
+        self.sends = [(p, b) for p, b in zip(members, sends) if p != me and b > 0]
+        self.recvs = [(p, b) for p, b in zip(members, recvs) if p != me and b > 0]
+        self.left = 0
+
+    def on_init(self) -> None:
+        run, me = self.run_, self.id
+        self.left = len(self.sends) + len(self.recvs)
+        if self.left == 0:
+            run.clock.at_rank(me, 1, self._done_after)
+            return
+        # one message per pair: the key leaves the size out, so a receive list that disagrees with
+        # its sender's (a malformed trace) still meets the message the sender's list sends, as in
+        # the export's algorithm (the messenger reports the disagreement)
+        for peer, size in self.sends:
+            run.messenger.send(me, peer, size, (run.tag, "a2av", me, peer), self._one)
+        for peer, size in self.recvs:
+            run.messenger.recv(peer, me, size, (run.tag, "a2av", peer, me), self._one)
+
+    def _done_after(self, _: Any = None) -> None:
+        self.run_.phase_done(self.member, self.stream)
+
+    def _one(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.run_.phase_done(self.member, self.stream)
+
+
 def _subtree(ids: Sequence[int], parent: int, out: dict[int, list[int]]) -> int:
     """A complete binary tree over `ids` numbered in order; fills out[node] = [parent, left, right]."""
     mid = len(ids) // 2
@@ -532,6 +573,7 @@ class CollectiveRunner:
     """Per-member finish offsets of collectives on one network + system config, memoised."""
 
     takes_issue_order = True  # `finish(..., issued=)` is understood
+    takes_peers = True  # `finish(..., peers=)` and `live(..., peers=)`: all-to-all with per-peer sizes
 
     @property
     def needs_live(self) -> bool:
@@ -621,10 +663,12 @@ class CollectiveRunner:
         involved: Optional[tuple[bool, ...]],
         starts: Sequence[int],
         issued: Optional[Sequence[int]] = None,
+        peers: Optional[tuple] = None,
     ) -> list[int]:
         """Finish time of each member (same order as `members`) given each one's issue time;
         `issued`: the members in the order they issued (members issuing at the same ns start in
-        this order, which decides same-ns ties later on), default `members` order."""
+        this order, which decides same-ns ties later on), default `members` order; `peers`: per
+        member, its (send, receive) byte lists of an all-to-all with per-peer sizes (`PeerAlg`)."""
         t0 = min(starts)
         offsets = tuple(s - t0 for s in starts)
         if issued is not None:
@@ -653,10 +697,11 @@ class CollectiveRunner:
             held,
             self._tree_parities(ctype),
             self._alloc_state(members),
+            peers,
         )
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._run(ctype, size, members, involved, offsets, order, held)
+            hit = self._run(ctype, size, members, involved, offsets, order, held, peers)
             self._cache[key] = hit
         out, used, trees, alloc, order, ended_on = hit
         self.finish_order = order
@@ -705,9 +750,13 @@ class CollectiveRunner:
 
     def live(
         self, ctype: int, size: int, members: tuple[int, ...], involved: Any, clock: Any, messenger: Messenger,
-        tag: Any, on_finish: Callable[[int], None],
+        tag: Any, on_finish: Callable[[int], None], peers: Optional[dict] = None,
     ) -> Optional[CollectiveRun]:  # fmt: skip
-        """A collective that runs on the caller's clock and links; members join with `issue`."""
+        """A collective that runs on the caller's clock and links; members join with `issue`.
+        `peers` (all-to-all with per-peer sizes): rank -> its (send, receive) byte lists, filled
+        in by the caller before each member issues."""
+        if peers is not None:
+            return CollectiveRun(self, self.peer_plan(members, peers), 1, clock, messenger, tag, on_finish)
         n, chunk = self.chunks(ctype, size)
         plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
@@ -726,10 +775,28 @@ class CollectiveRunner:
         if msg not in self.warnings:
             self.warnings.append(msg)
 
-    def _run(self, ctype, size, members, involved, offsets, order=None, held=None) -> tuple:  # type: ignore[no-untyped-def]
+    def peer_plan(self, members: tuple[int, ...], lists: Any) -> Callable:
+        """The one stream of each member of an all-to-all with per-peer sizes: one `PeerAlg`
+        phase on the first queue (where ASTRA-sim puts a custom algorithm's phase)."""
+
+        def stream_phases(rank: int, chunk_index: int) -> list:
+            sends, recvs = lists[rank]
+
+            def build(run: CollectiveRun, m: Member, s: Stream) -> PeerAlg:
+                return PeerAlg(run, m, s, members, sends, recvs)
+
+            return [(0, build)]
+
+        return stream_phases
+
+    def _run(self, ctype, size, members, involved, offsets, order=None, held=None, peers=None) -> tuple:  # type: ignore[no-untyped-def]
         """((finish offset per member), ((link, free offset), ...)) of one run from t0 = 0."""
-        n, chunk = self.chunks(ctype, size)
-        plan = self.plan(ctype, members, involved, chunk, n)
+        if peers is not None:
+            n, plan = 1, self.peer_plan(members, dict(zip(members, peers)))
+            self._plan_trees = {}
+        else:
+            n, chunk = self.chunks(ctype, size)
+            plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
             return tuple(offsets), (), (), self._alloc_state(members), tuple(range(len(members))), ()

@@ -17,8 +17,10 @@ import numpy as np
 
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType, NodeType, collective_name
+from chakra.schema.attrs import RECV_BYTES, SEND_BYTES
 from chakra.schema.kinds import COLL, CPU, GPU, KINDS, MEM, RECV, SEND, kind_codes
-from chakra.sim.collective_run import MODELLED
+from chakra.sim.alltoallv import clean_splits
+from chakra.sim.collective_run import A2A, MODELLED
 from chakra.sim.groups import GroupTable
 
 # Collective types ASTRA-sim's workload layer rejects ("Unsupported collective comm type"): the
@@ -69,6 +71,7 @@ class RankEngine:
         "shareable",
         "static",
         "warnings",
+        "peers",
     )
 
     def __init__(
@@ -92,6 +95,8 @@ class RankEngine:
         kind, delay, replay_ns = self._timing(table, system, types)
         # Situations where ASTRA-sim stops or aborts (we still answer; the caller prints one line each).
         self.warnings: list[str] = []
+        # row -> (send, receive) byte lists of an all-to-all with per-peer sizes
+        self.peers: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         if int((types == NodeType.METADATA_NODE).sum()):
             self.warnings.append(
                 "METADATA node(s): ASTRA-sim 2.x aborts at t=0 on them ('Invalid node_type'); here they take 0 ns"
@@ -144,6 +149,10 @@ class RankEngine:
                     replayed += 0 if replay_all else 1
                     continue
                 info[row] = got
+                if got[0] == A2A and SEND_BYTES in attrs:
+                    sends, recvs = clean_splits(attrs.get(SEND_BYTES)), clean_splits(attrs.get(RECV_BYTES))
+                    if sends is not None and recvs is not None and len(sends) == len(recvs):
+                        self.peers[row] = (sends, recvs)
             elif k in (K_SEND, K_RECV):
                 if replay_all:
                     kind[row] = K_REPLAY
@@ -263,7 +272,7 @@ class RankEngine:
         membership is checked for the new rank.
         """
         other = object.__new__(RankEngine)
-        for name in ("ids", "names", "kind", "slot", "delay", "ptr", "cidx", "info", "n", "gpu_sum", "path"):
+        for name in ("ids", "names", "kind", "slot", "delay", "ptr", "cidx", "info", "n", "gpu_sum", "path", "peers"):
             setattr(other, name, getattr(self, name))
         other.replayed = self.replayed
         other.warnings = self.warnings
@@ -295,6 +304,15 @@ class RankEngine:
                     inv = item[4] if item[2] in ("", "0") else None
                     self.info[row] = (item[0], item[1], item[2], members[item[2]], inv)
             done[id(self.info)] = first_row
+        for row, (sends, _) in list(self.peers.items()):
+            if len(sends) != len(self.info[row][3]):
+                del self.peers[row]
+                msg = (
+                    f"all-to-all with {len(sends)} per-peer sizes in a group of {len(self.info[row][3])}: "
+                    "runs as an even split of comm_size"
+                )
+                if msg not in self.warnings:
+                    self.warnings.append(msg)
         for pg, row in first_row.items():
             item = self.info[row]
             if self.rank not in item[3]:

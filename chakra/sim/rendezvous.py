@@ -29,6 +29,10 @@ from chakra.sim.core import Clock, SimDeadlock
 from chakra.sim.messages import Messenger
 
 
+def _what(ctype: int, size: int, per_peer: bool) -> str:
+    return f"{collective_name(ctype)} " + ("with per-peer sizes" if per_peer else f"{size} B")
+
+
 class Rendezvous:
     __slots__ = ("engines", "model", "clock", "messenger", "live", "pending")
 
@@ -38,32 +42,48 @@ class Rendezvous:
         self.clock = clock
         self.messenger = messenger
         self.live = live
-        # (pg, seq) -> [type, size, [(rank, row), ...], live run or None, members finished, members]
+        # (pg, seq) -> [type, size, [(rank, row), ...], live run or None, members finished, members,
+        # rank -> (send, receive) byte lists of an all-to-all with per-peer sizes, else None]
         self.pending: dict[tuple, list] = {}
 
     def join(self, r: int, x: int) -> None:
         """Rank r issues its collective node x now."""
         e = self.engines[r]
         ctype, size, pg, members, inv = e.info[x]
+        # an all-to-all with per-peer sizes: members' totals differ, their byte lists say it all
+        lists = e.peers.get(x) if getattr(self.model, "takes_peers", False) else None
         sq = e.coll_seq.get(pg, 0)
         e.coll_seq[pg] = sq + 1
         key = (pg, sq)
         p = self.pending.get(key)
         if p is None:
             run = None
+            peers: Any = {} if lists is not None else None
             if self.live:
-                run = self.model.live(ctype, size, members, inv, self.clock, self.messenger, key, self._finisher(key))
-            p = self.pending[key] = [ctype, size, [], run, 0, members]
+                more = {"peers": peers} if peers is not None else {}
+                run = self.model.live(
+                    ctype, size, members, inv, self.clock, self.messenger, key, self._finisher(key), **more
+                )
+            p = self.pending[key] = [ctype, size, [], run, 0, members, peers]
             if self.messenger.traffic is not None:
                 self.messenger.traffic.collective(key, ctype, size, int(e.ids[x]), len(members))
-        elif meet_key(p[0], p[1]) != meet_key(ctype, size):
+        elif meet_key(p[0], -1 if p[6] is not None else p[1]) != meet_key(ctype, -1 if lists is not None else size):
             r0, x0 = p[2][0]
             raise SimDeadlock(
                 f"collective #{sq} on process group {pg or 'all'!r} does not match: rank {r0} node "
-                f"{int(self.engines[r0].ids[x0])} is {collective_name(p[0])} {p[1]} B, rank {r} node "
-                f"{int(e.ids[x])} is {collective_name(ctype)} {size} B (every rank must issue a group's "
+                f"{int(self.engines[r0].ids[x0])} is {_what(p[0], p[1], p[6] is not None)}, rank {r} node "
+                f"{int(e.ids[x])} is {_what(ctype, size, lists is not None)} (every rank must issue a group's "
                 "collectives in the same order)"
             )
+        elif (p[6] is None) != (lists is None):
+            r0, x0 = p[2][0]
+            raise SimDeadlock(
+                f"all-to-all #{sq} on process group {pg or 'all'!r}: rank {r0} node {int(self.engines[r0].ids[x0])} "
+                f"{'has' if p[6] is not None else 'has no'} per-peer sizes, rank {r} node {int(e.ids[x])} "
+                f"{'has' if lists is not None else 'has no'} (members must agree)"
+            )
+        if lists is not None:
+            p[6][r] = lists
         p[2].append((r, x))
         if self.live:
             if p[3] is None:  # nothing to run on: ASTRA-sim never finishes it; 0 ns here
@@ -75,10 +95,11 @@ class Rendezvous:
             del self.pending[key]
             rows = dict(p[2])
             starts = [self.engines[m].start[rows[m]] for m in members]
+            more = {"peers": tuple(p[6][m] for m in members)} if p[6] is not None else {}
             if getattr(self.model, "takes_issue_order", False):
-                ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]])
+                ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]], **more)
             else:
-                ends = self.model.finish(ctype, size, members, inv, starts)
+                ends = self.model.finish(ctype, size, members, inv, starts, **more)
             # Members ending at the same ns complete in the model's order when it gives one.
             order = getattr(self.model, "finish_order", ())
             if len(order) != len(members):

@@ -18,7 +18,9 @@ modelling follows Daydream §5:
   bucket's last gradient, the optimizer step waits for them, and the rank is copied N times;
   with `cores=C` the ranks share C CPU cores (`share_cores`: compute x N/C, collectives
   serialized with compute, or only their measured CPU share);
-- `drop-comm`: communication removed, dependencies bridged (the ideal-network bound).
+- `drop-comm`: communication removed, dependencies bridged (the ideal-network bound);
+- `rebalance-routing`: every all-to-all with per-peer sizes (MoE dispatch/combine) moves the same
+  bytes spread evenly over its pairs (a balanced router); compute unchanged.
 """
 
 from __future__ import annotations
@@ -293,6 +295,48 @@ def drop_comm(traces: Sequence[Trace]) -> WhatIf:
     for g in gs:
         g.remove(g.select(by_resource("comm")))
     return _finish("drop-comm", gs, notes=["communication removed (dependencies bridged)"])
+
+
+# ----------------------------------------------------------------------------- MoE routing
+
+
+def rebalance_routing(traces: Sequence[Trace]) -> WhatIf:
+    """What if the router were balanced: every all-to-all with per-peer sizes (`comm_send_bytes`)
+    moves the same total bytes, spread evenly over all pairs of its group (each member sends and
+    receives total / n, total / n^2 to each peer; the remainder of the division goes to the first
+    pairs). Only the traffic changes: compute (an overloaded expert's FFN) keeps its duration."""
+    from chakra.schema.attrs import RECV_BYTES, SEND_BYTES, set_attr
+    from chakra.sim.alltoallv import by_collective, node_splits, uniform_lists
+
+    out = clone(traces)
+    done = skipped = 0
+    peak_before = peak_after = 0
+    for _key, by_rank in sorted(by_collective(out).items()):
+        members = sorted(by_rank)
+        rows = [node_splits(by_rank[r]) for r in members]
+        n = len(rows[0])  # type: ignore[arg-type]
+        if len(members) != n or any(len(r) != n for r in rows):  # type: ignore[arg-type]
+            skipped += 1
+            continue
+        total = sum(sum(r) for r in rows)  # type: ignore[arg-type]
+        even = uniform_lists(total, n)
+        peak_before = max(peak_before, *(sum(r) for r in rows))  # type: ignore[arg-type]
+        peak_after = max(peak_after, sum(even))
+        for i, r in enumerate(members):
+            node = by_rank[r]
+            set_attr(node, SEND_BYTES, list(even))
+            set_attr(node, RECV_BYTES, [even[i]] * n)
+            set_attr(node, "comm_size", sum(even))
+        done += 1
+    if not done:
+        raise InputError("rebalance-routing: no all-to-all with per-peer sizes (comm_send_bytes) in these traces")
+    notes = [
+        f"{done} all-to-all(s) with per-peer sizes spread evenly over their pairs (same total bytes); "
+        f"largest per-rank send {peak_before:,} B -> {peak_after:,} B; compute unchanged"
+    ]
+    if skipped:
+        notes.append(f"{skipped} all-to-all(s) left as they were: not every member of the group records its sizes")
+    return WhatIf("rebalance-routing", out, notes=notes, changed={"rebalanced": done})
 
 
 # ----------------------------------------------------------------------------- data parallel
@@ -808,6 +852,7 @@ RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
         "activations dropped after forward, recomputed before backward (memory: new peak)",
     ),
     "zero": (memory_recipes.zero, "ZeRO stage 1-3: optimizer state, gradients, parameters sharded (memory)"),
+    "rebalance-routing": (rebalance_routing, "MoE all-to-alls with per-peer sizes spread evenly (same bytes)"),
 }
 #: Recipes whose point is the memory footprint: `whatif` reports the peak before and after.
 MEMORY_RECIPES = ("activation-checkpointing", "zero")
@@ -843,6 +888,7 @@ __all__ = [
     "data_parallel",
     "ddp_buckets",
     "drop_comm",
+    "rebalance_routing",
     "fused_optimizer",
     "grad_bytes",
     "network_bandwidth",

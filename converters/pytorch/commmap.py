@@ -337,6 +337,8 @@ def _refine(base: CommInfo, better: CommInfo) -> None:
         base.peer = better.peer
     if better.dtype:
         base.dtype = better.dtype
+    if better.send_splits and not base.send_splits:
+        base.send_splits, base.recv_splits = better.send_splits, better.recv_splits
 
 
 def _call_ancestor(op: Op, ops: dict[int, Op], calls: dict[int, Call]) -> Optional[Call]:

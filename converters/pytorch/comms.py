@@ -9,6 +9,10 @@ reduce_scatter as `gloo:all_reduce` calls.
 Sizes follow ASTRA-sim's semantics (docs/astra-sim.md §1.6): all-reduce/broadcast/reduce = buffer
 bytes; reduce-scatter = full input; all-to-all = per-rank input; all-gather/gather = per-rank
 input; scatter = per-rank output; send/recv = message bytes; barrier = its token tensor.
+
+An all-to-all with per-peer splits (`all_to_all_single` with split lists, `all_to_all` of tensor
+lists) also keeps the bytes it sends to and receives from each peer of its group
+(`send_splits`/`recv_splits`), written as the `comm_send_bytes`/`comm_recv_bytes` attributes.
 """
 
 from __future__ import annotations
@@ -150,6 +154,9 @@ class CommInfo:
     tag: int = 0
     dtype: str = ""
     source: str = ""  # which record gave the type/size
+    # all-to-all only: bytes to / from each group rank, in group-rank order (() = even split)
+    send_splits: tuple[int, ...] = ()
+    recv_splits: tuple[int, ...] = ()
 
     @property
     def node_type(self) -> int:
@@ -158,6 +165,42 @@ class CommInfo:
         if self.coll == RECV:
             return NodeType.COMM_RECV_NODE
         return NodeType.COMM_COLL_NODE
+
+
+def split_bytes(splits: Any, total_bytes: int) -> tuple[int, ...]:
+    """Per-peer bytes of a split list (rows of the first dimension, as PyTorch records them) over a
+    tensor of `total_bytes`; () where the list is empty (an even split) or does not fit the tensor."""
+    if isinstance(splits, (str, bytes)):
+        import orjson
+
+        try:
+            splits = orjson.loads(splits)
+        except orjson.JSONDecodeError:
+            return ()
+    if not isinstance(splits, list) or not splits:
+        return ()
+    if not all(type(v) is int and v >= 0 for v in splits):
+        return ()
+    rows = sum(splits)
+    if rows == 0 or total_bytes <= 0 or total_bytes % rows:
+        return ()
+    row = total_bytes // rows
+    return tuple(v * row for v in splits)
+
+
+def _tensor_list_bytes(value: Any) -> tuple[int, ...]:
+    """Bytes of each tensor of a tensor list (`all_to_all` takes one tensor per peer)."""
+    if not isinstance(value, list) or not value or not all(isinstance(v, list) for v in value):
+        return ()
+    if len(value) == 6 and isinstance(value[3], int) and isinstance(value[5], str):
+        return ()  # one tensor, not a list of them
+    return tuple(tensor_bytes(v) for v in value)
+
+
+def _set_splits(info: CommInfo, send: tuple[int, ...], recv: tuple[int, ...]) -> None:
+    """Keep both lists when they describe one group (same length), else neither."""
+    if send and recv and len(send) == len(recv):
+        info.send_splits, info.recv_splits = send, recv
 
 
 def from_c10d(op: Op) -> Optional[CommInfo]:
@@ -176,6 +219,16 @@ def from_c10d(op: Op) -> Optional[CommInfo]:
         info.peer = values[peer_i]
     if 0 <= tag_i < len(values) and isinstance(values[tag_i], int):
         info.tag = values[tag_i]
+    if coll == CollectiveType.ALL_TO_ALL and len(values) > 1:
+        if short == "alltoall_base_" and len(values) > 4:
+            # (output, input, group, output_split_sizes, input_split_sizes, ...)
+            _set_splits(
+                info,
+                split_bytes(values[4], tensor_bytes(values[1])),
+                split_bytes(values[3], tensor_bytes(values[0])),
+            )
+        elif short == "alltoall_":  # (output tensors, input tensors, ...): one tensor per peer
+            _set_splits(info, _tensor_list_bytes(values[1]), _tensor_list_bytes(values[0]))
     return info
 
 
@@ -212,6 +265,18 @@ def from_record_param_comms(op: Op) -> Optional[CommInfo]:
         info.size = tensor_bytes(values[0])
     elif op.outputs and op.outputs[0]:
         info.size = tensor_bytes(op.outputs[0][0])
+    if coll == CollectiveType.ALL_TO_ALL:
+        in_split, out_split = extra.get("in_split_size"), extra.get("out_split_size")
+        if in_split is None:  # positional: the two lists right after the collective name
+            for k, v in enumerate(values):
+                if v == name and k + 2 < len(values):
+                    in_split, out_split = values[k + 1], values[k + 2]
+                    break
+        width = dtype_bytes(dtype)
+        in_n, out_n = extra.get("in_msg_nelems"), extra.get("out_msg_nelems")
+        in_bytes = in_n * width if isinstance(in_n, int) and width else info.size
+        out_bytes = out_n * width if isinstance(out_n, int) and width else in_bytes
+        _set_splits(info, split_bytes(in_split, in_bytes), split_bytes(out_split, out_bytes))
     return info
 
 
@@ -231,6 +296,13 @@ def from_kineto_args(args: dict, fallback_name: str = "") -> Optional[CommInfo]:
     pg = args.get("Process Group Name")
     if pg is not None:
         info.pg_name = str(pg)
+    if coll == CollectiveType.ALL_TO_ALL:
+        width = dtype_bytes(dtype) or 1
+        out_n = args.get("Out msg nelems")
+        out_bytes = out_n * width if isinstance(out_n, int) else info.size
+        _set_splits(
+            info, split_bytes(args.get("In split size"), info.size), split_bytes(args.get("Out split size"), out_bytes)
+        )
     key = "Src Rank" if coll == RECV else "Dst Rank"
     if coll in (SEND, RECV) and isinstance(args.get(key), int) and args[key] >= 0:
         info.peer = args[key]

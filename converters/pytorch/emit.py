@@ -19,6 +19,7 @@ from chakra.converters.pytorch.ops import COMM, CPU, META, Op
 from chakra.converters.pytorch.wire import (
     _LOW14,
     _SMALL,
+    NODE_ATTR,
     NODE_CTRL,
     NODE_DATA,
     NODE_DUR,
@@ -38,6 +39,7 @@ from chakra.converters.pytorch.wire import (
 )
 from chakra.graph import priority_topo_order
 from chakra.schema import NodeType
+from chakra.schema.attrs import RECV_BYTES, SEND_BYTES, make_attr
 
 _dumps = orjson.dumps
 
@@ -283,6 +285,11 @@ def _op_attrs(op: Op, ids: list[bytes], n_ids: int) -> tuple[int, bytes]:
     return node_type, b"".join(parts)
 
 
+def _int_list_attr(name: str, values: tuple[int, ...]) -> bytes:
+    """A framed int64_list attribute (rare: only all-to-alls with splits carry one)."""
+    return length_delimited(NODE_ATTR, make_attr(name, list(values)).SerializeToString())
+
+
 def _comm_attrs(op: Op) -> list[bytes]:
     """Attributes of a comm node: type or peers, size, process group, dtype, stream."""
     info = op.comm
@@ -299,6 +306,9 @@ def _comm_attrs(op: Op) -> list[bytes]:
     add(_PG_NAME[info.pg_name])
     if info.dtype:
         add(_DTYPE[info.dtype])
+    if info.send_splits:
+        add(_int_list_attr(SEND_BYTES, info.send_splits))
+        add(_int_list_attr(RECV_BYTES, info.recv_splits))
     if op.stream >= 0:
         add(_STREAM[op.stream])
     return parts

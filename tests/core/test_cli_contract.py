@@ -108,6 +108,12 @@ COMMANDS = [
     ),
     Command("generate", lambda tmp, out, cli: ["generate", "spec", str(SPEC), "-o", out], _rank0, None),
     Command(
+        "generate moe",
+        lambda tmp, out, cli: ["generate", "moe", "--tokens", "64", "--layers", "1", "-o", out],
+        _rank0,
+        None,
+    ),
+    Command(
         "synthesize",
         lambda tmp, out, cli: ["synthesize", str(_two_ranks(tmp)), "--ranks", "2", "--seed", "1", "-o", out],
         _rank0,

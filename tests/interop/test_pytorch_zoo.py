@@ -39,6 +39,7 @@ ZOO = {
     "pp8": {"send", "recv"},
     "moe4": {"ALL_TO_ALL", "ALL_REDUCE"},
     "moe8": {"ALL_TO_ALL", "ALL_REDUCE"},
+    "moeskew4": {"ALL_TO_ALL"},
     "groups4": {"ALL_REDUCE", "groups"},
     "groups8": {"ALL_REDUCE", "groups"},
     "misc4": {"BROADCAST", "BARRIER", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"},
