@@ -440,7 +440,25 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     resolved: dict[int, dict] = {}
     for engine in engines:
         engine.resolve_groups(setup.groups, resolved)
+    _check_per_node_custom(setup.system, engines)
     return engines
+
+
+def _check_per_node_custom(system: Any, engines: list[RankEngine]) -> None:
+    """A per-node custom algorithm is simulated only where it is the direct all-to-all of a node's
+    own per-peer byte lists (what the export writes); anything else would be silently wrong."""
+    mapped = getattr(system, "per_node_custom", None)
+    if not mapped:
+        return
+    for engine in engines:
+        for row in engine.info:
+            nid = int(engine.ids[row])
+            if nid in mapped and row not in engine.peers:
+                raise ConfigError(
+                    f"per-node-custom-implementation names node {nid} of rank {engine.rank}, which is not an "
+                    "all-to-all with per-peer sizes; only those are simulated (as the direct algorithm "
+                    "`chakra export astra-sim` writes for them)"
+                )
 
 
 class _Models:

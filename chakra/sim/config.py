@@ -106,6 +106,10 @@ class SystemConfig:
     # `<collective>-implementation-custom`: the prefix of a custom algorithm's per-rank files
     # (relative paths are taken from the working directory, as ASTRA-sim does)
     custom_implementation: dict[str, str] = field(default_factory=dict)
+    # `per-node-custom-implementation`: node id -> algorithm prefix. Only all-to-alls with per-peer
+    # sizes may be named (what `chakra export astra-sim` writes): they run as exactly that direct
+    # algorithm from their byte lists, so the algorithm files themselves are not read.
+    per_node_custom: dict[int, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     path: Optional[Path] = None
 
@@ -248,6 +252,26 @@ def load_network(path: PathLike) -> NetworkConfig:
 _SYSTEM_REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-splits")
 
 
+def _per_node_mapping(where: str, value: Any) -> dict[int, str]:
+    """The YAML file a system config names under per-node-custom-implementation (node id ->
+    algorithm prefix); a relative path is taken from the working directory, as ASTRA-sim does."""
+    from chakra.configfile import load_config
+
+    key = "per-node-custom-implementation"
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {key} must name a YAML file (node id: algorithm prefix)")
+    data = load_config(value, f"{key} file")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{value}: expected a mapping of node id to algorithm prefix ({key} of {where})")
+    out: dict[int, str] = {}
+    for k, v in data.items():
+        try:
+            out[int(k)] = str(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{value}: {excerpt(str(k))} is not a node id ({key} of {where})") from None
+    return out
+
+
 def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> SystemConfig:
     where = str(path or "<system>")
     missing = [k for k in _SYSTEM_REQUIRED if k not in data]
@@ -293,10 +317,7 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
         else:
             setattr(sysc, f"{coll.replace('-', '_')}_implementation", [])
     if "per-node-custom-implementation" in data:
-        raise ConfigError(
-            f"{where}: per-node-custom-implementation (custom algorithms per workload node) is not simulated; "
-            "use <collective>-implementation-custom"
-        )
+        sysc.per_node_custom = _per_node_mapping(where, data["per-node-custom-implementation"])
     for coll in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         key = f"{coll}-implementation-custom"
         if key in data:

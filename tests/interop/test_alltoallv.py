@@ -138,3 +138,20 @@ def test_per_peer_all_to_all_beside_p2p_traffic(tmp_path, run_cli, backend):
     astra, ours, summary = _export_and_run(run_cli, tmp_path / "w", tmp_path / "x", backend)
     assert summary["changes"]["all-to-alls with per-peer sizes as custom algorithms"] == 2
     assert ours[1] > ours[3]  # rank 1 sends 300 kB to rank 2; rank 3 moves 10 kB
+
+
+def test_per_node_mapping_of_another_collective_is_refused(samples_dir, tmp_path, run_cli):
+    """`chakra simulate` runs a per-node custom algorithm only where it is the all-to-all's own
+    per-peer sends (what the export writes); a mapping that names another collective (here the
+    all-reduce of ASTRA-sim's own example) is refused in one line rather than run natively."""
+    d = samples_dir / "astrasim"
+    node = read_trace(d / "all_reduce_8npus_1MB" / "all_reduce.0.et").nodes[0]
+    system = json.loads((d / "configs_rt_template" / "system_cfg.json").read_text())
+    (tmp_path / "map.yaml").write_text(f'{node.id}: "{tmp_path}/algo"\n')
+    system["per-node-custom-implementation"] = str(tmp_path / "map.yaml")
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    args = ["simulate", str(d / "all_reduce_8npus_1MB" / "all_reduce"), "-s", str(tmp_path / "system.json")]
+    sim = run_cli(*args, "-n", str(d / "configs_rt_template" / "network_cfg.yml"), "-q")
+    assert sim.exit_code == 1
+    lines = [x for x in sim.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and f"names node {node.id} of rank 0" in lines[0], sim.stderr
