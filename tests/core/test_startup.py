@@ -132,3 +132,18 @@ def test_fast_coercion_gives_typer_s_own_result_for_every_option_of_every_comman
                 fast_hits += fast._real is None  # answered without typer's adapter
     # Every command's options were compared, and most plain values never needed pydantic.
     assert compared > 3000 and fast_hits > compared // 3, (compared, fast_hits)
+
+
+def test_documented_library_loop_runs_and_gives_astra_sim_s_figure() -> None:
+    # docs/simulator.md's example of the fast path for many small simulations, run as written.
+    import re
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "docs" / "simulator.md").read_text()
+    section = text[text.index("**Many small simulations") :]
+    body = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    proc = subprocess.run([sys.executable, "-c", body], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    finishes = [int(m.replace(",", "")) for m in re.findall(r"^bandwidth x\S+: ([\d,]+) ns$", proc.stdout, re.M)]
+    assert len(finishes) == 4 and finishes[1] == 117_780  # ASTRA-sim's rt_template case at its own bandwidth
+    assert finishes == sorted(finishes, reverse=True)  # more bandwidth, earlier finish
