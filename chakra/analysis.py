@@ -501,11 +501,59 @@ def analyze_ranks(
     ranks: Sequence[RankData], times: Optional[Mapping[int, Any]] = None, *, source: str = "simulated"
 ) -> dict[str, Any]:
     """Per-rank breakdown and critical paths; `times[rank]` a `Times` or {node id: (start, end)}
-    in ns, None for the recorded timestamps."""
+    in ns, None for the recorded timestamps. With several ranks, `stragglers` too."""
     report: dict[str, Any] = {"schedule": source if times is not None else "recorded", "units": "ns", "ranks": {}}
     for rd in ranks:
         report["ranks"][rd.rank] = analyze_rank(rd, times[rd.rank] if times is not None else recorded_times(rd))
+    if len(report["ranks"]) > 1:
+        report["stragglers"] = stragglers(report["ranks"])
     return report
+
+
+#: A rank is named a straggler when it finishes, or computes, later/longer than the median rank
+#: by more than this share of the median rank's step.
+STRAGGLER_SHARE = 0.05
+
+
+def stragglers(ranks: Mapping[Any, dict[str, Any]], share: float = STRAGGLER_SHARE) -> dict[str, Any]:
+    """The ranks that finish late, or hold the others up, and why, against the median rank.
+
+    Each rank's step splits into compute (CPU or GPU busy) and wait (the rest: exposed
+    communication and idle, i.e. waiting on collectives, peers and dependencies). A rank whose
+    finish or compute exceeds the median rank's by more than `share` of the median step is a
+    straggler; its cause is `compute` when its compute exceeds the median by more than its
+    wait does (it is slow itself, and the ranks it shares collectives with wait for it),
+    `waiting` otherwise (it is held up by collectives or peers). `ranks` is `analyze_ranks`'s
+    per-rank dict (breakdowns in ns)."""
+    figures = {
+        r: (v["breakdown"]["step"], v["breakdown"]["compute"], v["breakdown"]["step"] - v["breakdown"]["compute"])
+        for r, v in ranks.items()
+    }
+    step, compute, wait = (float(np.median([f[i] for f in figures.values()])) for i in range(3))
+    tolerance = share * step
+    per_rank: dict[Any, dict[str, Any]] = {}
+    named = []
+    for r, (finish, busy, waited) in figures.items():
+        row = {
+            "finish_ns": finish,
+            "late_ns": finish - step,
+            "compute_ns": busy,
+            "compute_excess_ns": busy - compute,
+            "wait_ns": waited,
+            "wait_excess_ns": waited - wait,
+            "cause": None,
+        }
+        if row["late_ns"] > tolerance or row["compute_excess_ns"] > tolerance:
+            row["cause"] = "compute" if row["compute_excess_ns"] >= row["wait_excess_ns"] else "waiting"
+            named.append(r)
+        per_rank[r] = row
+    named.sort(key=lambda r: -max(per_rank[r]["late_ns"], per_rank[r]["compute_excess_ns"]))
+    return {
+        "threshold_share": share,
+        "median": {"finish_ns": step, "compute_ns": compute, "wait_ns": wait},
+        "stragglers": named,
+        "ranks": per_rank,
+    }
 
 
 def analyze_traces(

@@ -28,8 +28,16 @@ import typer  # noqa: E402
 
 from chakra import __version__  # noqa: E402
 from chakra.cli_group import LazyGroup, command_from  # noqa: E402
+from chakra.cli_params import install as _install_fast_params  # noqa: E402
+
+_install_fast_params()  # option values without importing pydantic (chakra/cli_params.py)
 
 #: command -> (module in chakra/commands/, one line for `chakra --help`).
+#: Adding a command is one step: write chakra/commands/<module>.py with `register(app)` (which
+#: calls `app.command("<name>")(...)` or `app.add_typer(...)`), then add its line here. Keep the
+#: module's top-level imports to typer, rich and chakra.cli_common; import the library (numpy,
+#: protobuf, the simulator...) inside the command's function, so that no command pays for
+#: another's imports and `chakra --help` imports none (tests/core/test_startup.py).
 COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("convert", "Convert other tools' traces to Chakra (chakra convert --help lists the formats)"),
     "validate": (

@@ -14,8 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chakra.compression import PathLike
 from chakra.errors import ChakraError, ConfigError
 from chakra.files import STDIN, read_bounded
@@ -45,11 +43,16 @@ def read_config_text(path: PathLike, what: str, error: type[ChakraError] = Confi
 def load_config(path: PathLike, what: str, *, json_only: bool = False, error: type[ChakraError] = ConfigError) -> Any:
     """The document in config file `path`: YAML (JSON is YAML), or strict JSON with `json_only`."""
     text = read_config_text(path, what, error)
+    yaml_error: tuple[type[Exception], ...] = ()
+    if not json_only:
+        import yaml  # YAML configs only: a reader of JSON configs never loads it
+
+        yaml_error = (yaml.YAMLError,)
     try:
         return json.loads(text) if json_only else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except yaml.YAMLError as exc:
+    except yaml_error as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -13,6 +13,7 @@ errors on gzip files count uncompressed bytes.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import os
@@ -30,7 +31,6 @@ from google.protobuf.message import DecodeError
 from chakra.compression import GZIP_MAGIC, GuardedGzip
 from chakra.errors import InputError, OutputError, TraceFormatError, excerpt
 from chakra.files import WRITE_ERRNOS, check_input, create_temp, is_special, remove_stale_temps, write_error
-from chakra.jsonform import json_trace_chunks, parse_json_trace
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -456,6 +456,8 @@ def is_json_file(path: PathLike) -> bool:
 
 def read_json_trace(path: PathLike) -> Trace:
     """A trace in our JSON form or the official one (`chakra.jsonform`), plain or gzipped."""
+    from chakra.jsonform import parse_json_trace  # msgspec + orjson: only for JSON traces
+
     return parse_json_trace(read_input_bytes(path), path)
 
 
@@ -691,6 +693,7 @@ class TraceWriter:
             if str(self.path).endswith(".gz")
             else raw
         )
+        self._varints = _varint_prefixes()
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._wrote_metadata = False
@@ -724,7 +727,7 @@ class TraceWriter:
             self.write_metadata(pb.GlobalMetadata())
         self._flush()
         try:
-            prefixes = map(_VARINT_CACHE.__getitem__, map(len, messages))
+            prefixes = map(self._varints.__getitem__, map(len, messages))
             data = b"".join(chain.from_iterable(zip(prefixes, messages)))
         except IndexError:  # a node of 16 KiB or more: frame this batch the slow way
             data = b"".join(chain.from_iterable((encode_varint(len(d)), d) for d in messages))
@@ -733,7 +736,7 @@ class TraceWriter:
 
     def _append(self, data: bytes) -> None:
         n = len(data)
-        self._pending.append(_VARINT_CACHE[n] if n < 16384 else encode_varint(n))
+        self._pending.append(self._varints[n] if n < 16384 else encode_varint(n))
         self._pending.append(data)
         self._pending_bytes += n
         if self._pending_bytes > _CHUNK:
@@ -769,11 +772,17 @@ class TraceWriter:
             self.abort()
 
 
-_VARINT_CACHE = [encode_varint(i) for i in range(16384)]
+@functools.cache
+def _varint_prefixes() -> list[bytes]:
+    """The length prefix of every message under 16 KiB, built by the first writer (not at import:
+    a command that only reads traces should not pay for it)."""
+    return [bytes((i,)) for i in range(128)] + [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(128, 16384)]
 
 
 def write_json_trace(path: PathLike, trace: Trace) -> None:
     """Write our JSON form (gzip when the name ends in .gz), atomically, one node per line."""
+    from chakra.jsonform import json_trace_chunks
+
     path = Path(path)
     with atomic_output(path) as raw:
         out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw

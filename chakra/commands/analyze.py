@@ -30,7 +30,8 @@ def analyze_cmd(
 ) -> None:
     """Where time goes, per rank: CPU-only / GPU-only / overlapped compute, exposed vs overlapped
     communication, idle; the critical path (dependency chain) and the schedule path (what really
-    delayed the end) with the operator classes that dominate them.
+    delayed the end) with the operator classes that dominate them; with several ranks, the
+    stragglers (ranks that finish late or make the others wait) and why: compute or waiting.
 
     The schedule comes from the simulator by default (falling back to recorded timestamps, then to
     the dependency-only schedule, when the traces cannot be simulated). A simulator timeline log
@@ -74,6 +75,8 @@ def analyze_cmd(
             print_json(report)
             return
         _print_report(report)
+        if "stragglers" in report:
+            _print_stragglers(report["stragglers"])
 
 
 def _print_report(report: dict[str, Any]) -> None:
@@ -124,6 +127,43 @@ def _print_memory(memory: dict[str, Any]) -> None:
     for rank, r in memory["ranks"].items():
         op = r["peak_op"]["name"] if r["peak_op"] else "-"
         t.add_row(str(rank), str(r["device"]), fmt_bytes(r["peak_bytes"]), fmt_bytes(r["resident_bytes"]), op)
+    console.print(t)
+
+
+def _print_stragglers(s: dict[str, Any]) -> None:
+    """The ranks that finish late or hold the others up, against the median rank, and why."""
+    med = s["median"]
+    against = (
+        f"the median rank: finish {_ms(med['finish_ns'])} ms, compute {_ms(med['compute_ns'])} ms, "
+        f"waiting {_ms(med['wait_ns'])} ms"
+    )
+    if not s["stragglers"]:
+        console.print(f"no straggler: every rank within {100 * s['threshold_share']:g}% of {against}")
+        return
+    t = Table(title=f"Stragglers (ms) against {against}", title_justify="left")
+    for col in ("rank", "finish", "late by", "compute", "vs median", "waiting", "vs median", "cause"):
+        t.add_column(col, justify="left" if col == "cause" else "right")
+    for rank in s["stragglers"]:
+        r = s["ranks"][rank]
+        cause = (
+            "compute: slow itself, the others wait for it"
+            if r["cause"] == "compute"
+            else "waiting on collectives/peers"
+        )
+        t.add_row(
+            str(rank),
+            _ms(r["finish_ns"]),
+            f"{r['late_ns'] / 1e6:+,.3f}",
+            _ms(r["compute_ns"]),
+            f"{r['compute_excess_ns'] / 1e6:+,.3f}",
+            _ms(r["wait_ns"]),
+            f"{r['wait_excess_ns'] / 1e6:+,.3f}",
+            cause,
+        )
+    t.caption = (
+        f"a straggler finishes, or computes, more than {100 * s['threshold_share']:g}% of the median step "
+        "beyond the median rank; waiting = exposed communication + idle"
+    )
     console.print(t)
 
 

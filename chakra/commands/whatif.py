@@ -33,6 +33,7 @@ class Recipe(str, Enum):
     activation_checkpointing = "activation-checkpointing"
     zero = "zero"
     rebalance_routing = "rebalance-routing"
+    straggler = "straggler"
 
 
 _ROWS = (
@@ -51,7 +52,10 @@ def whatif_cmd(
     traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
     recipe: Recipe = typer.Option(..., "--recipe", "-r", help="The transformation to apply."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
-    factor: Optional[float] = typer.Option(None, "--factor", "-f", help="scale-compute / network-bandwidth factor."),
+    factor: Optional[float] = typer.Option(
+        None, "--factor", "-f", help="scale-compute / network-bandwidth / straggler (slowdown) factor."
+    ),
+    rank: Optional[int] = typer.Option(None, "--rank", help="straggler: the rank whose compute is slowed."),
     ranks: Optional[int] = typer.Option(
         None, "--ranks", "-n", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
     ),
@@ -83,7 +87,7 @@ def whatif_cmd(
     cost: str = typer.Option(
         "sum", "--cost", help="fused-optimizer on CPU: sum (of compute ops) | bytes (fit c0 + c1*bytes, drop c0)."
     ),
-    on: Optional[str] = typer.Option(None, "--on", help="amp: gpu|cpu kernels; scale-compute: all|cpu|gpu."),
+    on: Optional[str] = typer.Option(None, "--on", help="amp: gpu|cpu kernels; scale-compute, straggler: all|cpu|gpu."),
     compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
     memory_speedup: float = typer.Option(2.0, "--memory-speedup", help="amp: memory-bound kernel speedup."),
     ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
@@ -109,6 +113,7 @@ def whatif_cmd(
       [bold]chakra whatif one_rank --recipe data-parallel --ranks 4 --bucket-mb 25 --network ring4.yml -o dp4[/]
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
       [bold]chakra whatif moe --recipe rebalance-routing[/]
+      [bold]chakra whatif run --recipe straggler --rank 3 --factor 1.2[/]   (one rank 20% slower)
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
@@ -120,6 +125,7 @@ def whatif_cmd(
         file_groups = groups_beside(traces)
         opts: dict[str, Any] = {
             "factor": factor,
+            "rank": rank,
             "ranks": ranks,
             "stage": stage,
             "bucket_mb": bucket_mb,
@@ -183,6 +189,8 @@ def whatif_cmd(
             _print_memory(report)
         if not no_simulate:
             _print_prediction(report)
+            if recipe == "straggler" and "ranks" in report:
+                _print_ranks(report, rank)
 
 
 def memory_change(base: list, new: list) -> dict[str, Any]:
@@ -229,6 +237,18 @@ def _print_prediction(r: dict[str, Any]) -> None:
     console.print(t)
     sp = r["speedup"]
     console.print(f"predicted speedup: {sp:.3f}x" if sp else "predicted step time is 0")
+
+
+def _print_ranks(r: dict[str, Any], slowed: Optional[int]) -> None:
+    """Every rank's step before and after: the slow rank's delay, and what the others wait for it."""
+    t = Table(title="every rank's step (ms): the delay reaching the other ranks", title_justify="left")
+    for col in ("rank", "baseline", "predicted", "change"):
+        t.add_column(col, justify="right")
+    for rank, v in r["ranks"].items():
+        bv, pv = v["baseline_step_ns"], v["predicted_step_ns"]
+        label = f"{rank} (slowed)" if str(slowed) == rank else rank
+        t.add_row(label, f"{bv / 1e6:,.3f}", f"{pv / 1e6:,.3f}", f"{(pv - bv) / 1e6:+,.3f}")
+    console.print(t)
 
 
 def register(app: typer.Typer) -> None:

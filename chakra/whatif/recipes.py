@@ -21,6 +21,8 @@ modelling follows Daydream §5:
 - `drop-comm`: communication removed, dependencies bridged (the ideal-network bound);
 - `rebalance-routing`: every all-to-all with per-peer sizes (MoE dispatch/combine) moves the same
   bytes spread evenly over its pairs (a balanced router); compute unchanged.
+- `straggler R F`: rank R's compute durations times F, the other ranks unchanged: the
+  simulation shows the slow rank's delay reaching the others through their collectives.
 """
 
 from __future__ import annotations
@@ -267,6 +269,33 @@ def scale_compute(traces: Sequence[Trace], *, factor: float, on: str = "all") ->
     for g in gs:
         g.scale(g.select(pred), 1.0 / factor)
     return _finish("scale-compute", gs, notes=[f"{on} compute durations / {factor:g}"])
+
+
+def straggler(traces: Sequence[Trace], *, rank: int, factor: float, on: str = "all") -> WhatIf:
+    """One slow rank: rank `rank`'s compute durations times `factor` (`on`: all, cpu or gpu).
+
+    Every other rank is unchanged: simulating the result shows how the slow rank's extra time
+    reaches the others through the collectives and messages they share (they wait for it).
+    """
+    if factor <= 0:
+        raise InputError(f"--factor must be > 0, got {factor}")
+    if on not in ("all", "cpu", "gpu"):
+        raise InputError(f"--on must be all, cpu or gpu for straggler, got {on!r}")
+    gs = graphs(clone(traces))
+    target = [g for g in gs if g.rank == rank]
+    if not target:
+        raise InputError(f"--rank {rank}: no such rank (the traces have ranks {', '.join(str(g.rank) for g in gs)})")
+    pred = by_type(NodeType.COMP_NODE) if on == "all" else by_type(NodeType.COMP_NODE) & by_resource(on)
+    nodes = target[0].select(pred)
+    before = sum(n.duration_micros for n in nodes)
+    target[0].scale(nodes, factor)
+    added_us = sum(n.duration_micros for n in nodes) - before
+    what = "compute" if on == "all" else f"{on} compute"
+    return _finish(
+        "straggler",
+        gs,
+        notes=[f"rank {rank}: {len(nodes):,} {what} nodes x{factor:g} ({added_us / 1e3:+,.3f} ms of {what})"],
+    )
 
 
 def network_bandwidth(traces: Sequence[Trace], *, factor: float, network: Any = None) -> WhatIf:
@@ -779,7 +808,12 @@ def simulate_breakdown(
     times = res.node_times or {}
     worst = max(res.ranks, key=lambda r: res.ranks[r].finish_ns)
     t = next(t for pos, t in enumerate(traces) if (t.rank if t.rank is not None else pos) == worst)
-    return {"finish_ns": res.finish_ns, "rank": worst, "breakdown": breakdown(resource_intervals(t, times[worst]))}
+    return {
+        "finish_ns": res.finish_ns,
+        "rank": worst,
+        "breakdown": breakdown(resource_intervals(t, times[worst])),
+        "finish_by_rank": {r: v.finish_ns for r, v in sorted(res.ranks.items())},
+    }
 
 
 def predict(
@@ -826,7 +860,7 @@ def predict(
         }
 
     b, n = per_step(base), per_step(new)
-    return {
+    out = {
         "recipe": whatif.recipe,
         "steps": k,
         "baseline": b,
@@ -836,6 +870,14 @@ def predict(
         "changed": whatif.changed,
         "units": "ns",
     }
+    if same:  # every rank's step before and after: how a change on some ranks reaches the others
+        nf = new["finish_by_rank"]
+        out["ranks"] = {
+            str(r): {"baseline_step_ns": f / k, "predicted_step_ns": nf[r] / k}
+            for r, f in base["finish_by_rank"].items()
+            if r in nf
+        }
+    return out
 
 
 # ----------------------------------------------------------------------------- registry
@@ -853,6 +895,7 @@ RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
     ),
     "zero": (memory_recipes.zero, "ZeRO stage 1-3: optimizer state, gradients, parameters sharded (memory)"),
     "rebalance-routing": (rebalance_routing, "MoE all-to-alls with per-peer sizes spread evenly (same bytes)"),
+    "straggler": (straggler, "one slow rank: rank R's compute durations times F"),
 }
 #: Recipes whose point is the memory footprint: `whatif` reports the peak before and after.
 MEMORY_RECIPES = ("activation-checkpointing", "zero")
@@ -895,4 +938,5 @@ __all__ = [
     "scale_compute",
     "scaled_us",
     "share_cores",
+    "straggler",
 ]

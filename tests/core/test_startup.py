@@ -1,0 +1,149 @@
+"""Start-up of the `chakra` program: what a small `chakra simulate` imports, and the option
+coercion that spares it pydantic (chakra/cli_params.py) giving exactly typer's own results.
+
+No timings here (they would be flaky on a shared machine): bench/startup_bench.py prints them.
+The import set is what decides the start-up time, and that is deterministic.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ALL_REDUCE = ("astrasim", "all_reduce_8npus_1MB", "all_reduce")
+RT = ("astrasim", "configs_rt_template")
+
+# Never needed to simulate a small .et trace with ASTRA-sim's config files.
+HEAVY = (
+    "pydantic",  # typer's coercion (chakra/cli_params.py keeps it out)
+    "msgspec",  # JSON traces only (chakra.jsonform)
+    "jsonschema",
+    "chakra.jsonform",
+    "chakra.converters",
+    "chakra.visualizers",
+    "chakra.whatif",
+    "chakra.dsl",
+    "chakra.report",
+    "chakra.distributed",
+    "dask",
+    "distributed",
+    "pyarrow",
+    "plotly",
+    "networkx",
+    "ijson",
+)
+
+
+def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
+    trace = samples_dir.joinpath(*ALL_REDUCE)
+    net = samples_dir.joinpath(*RT, "network_cfg.yml")
+    system = samples_dir.joinpath(*RT, "system_cfg.json")
+    args = ["chakra", "simulate", str(trace), "--network", str(net), "--system", str(system), "--json", "-q"]
+    script = (
+        "import sys\n"
+        f"sys.argv = {args!r}\n"
+        "from chakra.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('MODULES', ' '.join(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out, _, modules_line = proc.stdout.rpartition("MODULES ")
+    result = orjson.loads(out)
+    assert result["finish_ns"] == 117_780 and len(result["ranks"]) == 8  # ASTRA-sim's rt_template figure
+    modules = set(modules_line.split())
+    assert "chakra.commands.simulate" in modules and "chakra.sim.api" in modules  # the test ran the command
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+    assert heavy == [], heavy
+    # Only the command that runs is imported, never its siblings.
+    assert sorted(m for m in modules if m.startswith("chakra.commands.")) == ["chakra.commands.simulate"]
+
+
+# --- chakra/cli_params.py: the same values as typer's pydantic coercion -------------------------
+
+_STRINGS = ["abc", "", "id", "aware", "AWARE", "drop", "3", "-2", "0", "007", "1_000", " 4", "1.5", "-0.25"]
+_STRINGS += ["2.50", "1e3", "nan", "x.yml", "-", "/tmp", "true", "no"]
+
+
+def _all_commands() -> list[Any]:
+    import typer.main
+
+    from chakra.cli import COMMANDS, app
+
+    group = typer.main.get_group(app)
+    todo = [group] + [group.get_command(None, name) for name in COMMANDS]  # type: ignore[arg-type]
+    seen: list[Any] = []
+    while todo:
+        cmd = todo.pop()
+        if cmd is None or any(cmd is c for c in seen):
+            continue
+        seen.append(cmd)
+        todo.extend(getattr(cmd, "commands", {}).values())
+    return seen
+
+
+def _outcome(runtime_param: Any, value: Any, param: Any, ctx: Any) -> tuple:
+    try:
+        value = runtime_param.coerce(value, param=param, ctx=ctx)
+    except Exception as exc:  # the message the user would read
+        return ("error", type(exc).__name__, str(exc))
+    return ("ok", type(value), repr(value))  # repr: nan == nan
+
+
+def _samples(param: Any, annotation: Any) -> list[Any]:
+    values: list[Any] = [param.default, *_STRINGS]
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        values += list(annotation)
+    values += [3, 2.5, Path("a.json"), True]
+    if param.multiple or param.nargs == -1:
+        return [param.default, (), ("a", "b"), ("3", "x.yml"), tuple(_STRINGS)]
+    return values
+
+
+def test_fast_coercion_gives_typer_s_own_result_for_every_option_of_every_command() -> None:
+    import typer.core
+
+    import chakra.cli  # noqa: F401  (installs the fast coercion)
+    from chakra.cli_params import FastParam
+
+    typer_build = getattr(typer.core.build_runtime_param, "typer_build", None)
+    assert typer_build is not None, "chakra.cli did not install the fast coercion"
+    from typer._click import Context
+
+    compared = fast_hits = 0
+    for cmd in _all_commands():
+        ctx = Context(cmd)
+        for param in cmd.params:
+            desc = getattr(param, "type_descriptor", None)
+            if desc is None:
+                continue
+            for value in _samples(param, desc.annotation):
+                fast = FastParam(desc, typer_build)
+                real = typer_build(desc)
+                got = _outcome(fast, value, param, ctx)
+                want = _outcome(real, value, param, ctx)
+                assert got == want, (cmd.name, param.name, desc.annotation, value)
+                compared += 1
+                fast_hits += fast._real is None  # answered without typer's adapter
+    # Every command's options were compared, and most plain values never needed pydantic.
+    assert compared > 3000 and fast_hits > compared // 3, (compared, fast_hits)
+
+
+def test_documented_library_loop_runs_and_gives_astra_sim_s_figure() -> None:
+    # docs/simulator.md's example of the fast path for many small simulations, run as written.
+    import re
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "docs" / "simulator.md").read_text()
+    section = text[text.index("**Many small simulations") :]
+    body = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    proc = subprocess.run([sys.executable, "-c", body], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    finishes = [int(m.replace(",", "")) for m in re.findall(r"^bandwidth x\S+: ([\d,]+) ns$", proc.stdout, re.M)]
+    assert len(finishes) == 4 and finishes[1] == 117_780  # ASTRA-sim's rt_template case at its own bandwidth
+    assert finishes == sorted(finishes, reverse=True)  # more bandwidth, earlier finish
