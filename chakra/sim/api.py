@@ -17,7 +17,7 @@ import numpy as np
 
 from chakra.commgroups import groups_beside, read_comm_groups
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
+from chakra.io import GZIP_MAGIC, atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
 from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
@@ -173,15 +173,48 @@ def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
     return getter(policy)
 
 
+def _varint(data: bytes) -> tuple[int, int]:
+    """(value, bytes used) of the varint at the start of `data`; (-1, 0) when it is cut short."""
+    value = shift = 0
+    for k, b in enumerate(data[:10]):
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, k + 1
+        shift += 7
+    return -1, 0
+
+
 def _file_digest(path: Path) -> bytes:
+    """What the simulation reads of a rank file, hashed: for a plain `.et`, every node after the
+    GlobalMetadata message (which the simulator never uses, and which names the rank, so that
+    SPMD ranks differ there only); the whole file otherwise (compressed, JSON)."""
     h = hashlib.blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 22)
-            if not block:
-                break
+        block = f.read(1 << 22)
+        if block and block[:2] != GZIP_MAGIC and block[:1] not in (b"{", b"["):
+            length, used = _varint(block)
+            if length >= 0 and used + length <= len(block):
+                _check_metadata(path, block[used : used + length])
+                block = block[used + length :]
+                h.update(b"nodes:")
+        while block:
             h.update(block)
+            block = f.read(1 << 22)
     return h.digest()
+
+
+def _check_metadata(path: Path, payload: bytes) -> None:
+    """A rank whose nodes are shared with another must still have a readable GlobalMetadata."""
+    from google.protobuf.message import DecodeError
+
+    from chakra.schema import pb
+
+    try:
+        pb.GlobalMetadata().ParseFromString(payload)
+    except DecodeError as exc:
+        raise TraceFormatError(
+            path, f"not a Chakra trace: cannot decode GlobalMetadata ({exc})", index=0, offset=0
+        ) from None
 
 
 def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -> list[tuple[int, Any]]:
@@ -407,7 +440,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
         digest = _file_digest(src) if not isinstance(src, Trace) else None
         first = by_digest.get(digest) if digest is not None else None
         if first is not None and first.shareable:
-            engines.append(first.for_rank(rank))
+            engines.append(first.for_rank(rank, str(src)))
         else:
             table = _load_table_checked(src, names, opts.missing_deps, setup.warnings)
             for text in table.metadata_inputs:
