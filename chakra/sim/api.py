@@ -238,7 +238,7 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
 MISSING_DEPS = ("error", "drop")
 
 
-def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
+def load_table(source: Any, names: bool, missing_deps: str = "error", memo: Optional[dict] = None) -> Any:
     """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
@@ -252,17 +252,19 @@ def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
             return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
         if is_json_file(source):
             return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
-        return table_from_et(source, names=names, missing_deps=missing_deps)[1]
+        return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
     except TraceFormatError as exc:
         if missing_deps == "error" and "does not exist" in str(exc):
             raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
         raise
 
 
-def _load_table_checked(source: Any, names: bool, missing_deps: str, warnings: list[str]) -> Any:
+def _load_table_checked(
+    source: Any, names: bool, missing_deps: str, warnings: list[str], memo: Optional[dict] = None
+) -> Any:
     """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
     ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-    table = load_table(source, names, missing_deps)
+    table = load_table(source, names, missing_deps, memo)
     if table.dropped_deps:
         where = table.path if table.path is not None else "<trace>"
         warnings.append(
@@ -435,6 +437,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
     engines: list[RankEngine] = []
     by_digest: dict[bytes, RankEngine] = {}
+    memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
     names = opts.log_path is not None
     for rank, src in setup.sources:
         digest = _file_digest(src) if not isinstance(src, Trace) else None
@@ -442,7 +445,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
         if first is not None and first.shareable:
             engines.append(first.for_rank(rank, str(src)))
         else:
-            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings)
+            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo)
             for text in table.metadata_inputs:
                 setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
             engine = RankEngine(
