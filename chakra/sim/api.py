@@ -549,7 +549,16 @@ def _collect(
     ):
         if w not in warnings:
             warnings.append(w)
-    ranks = {e.rank: rank_stats(e, opts.breakdown == "astra-sim") for e in engines}
+    astra = opts.breakdown == "astra-sim"
+    ranks = {}
+    seen: dict[tuple, RankResult] = {}  # ranks with the same nodes and the same times: one computation
+    for e in engines:
+        key = (e.kind, e.start.tobytes(), e.end.tobytes(), e.gpu_sum)
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = rank_stats(e, astra)
+        ranks[e.rank] = dataclasses.replace(got)
+
     node_times = None
     if opts.record_nodes:
         node_times = {}
