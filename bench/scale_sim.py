@@ -14,7 +14,8 @@ endpoint delay 10 ns, local-mem-bw 50, localBWAware); no remote memory; congesti
 backend. Each case runs in a fresh process: ours is `chakra.sim.simulate` from the PREFIX
 (reading the files included; interpreter start-up and imports not), ASTRA-sim the real
 congestion-unaware binary on the same files and configs, killed after --timeout seconds. Peak
-memory is each process's maximum resident set (GNU time for ASTRA-sim). "exact" compares every
+memory is each process's maximum resident set (GNU time for ASTRA-sim); CPU seconds beside wall
+seconds, since on a loaded machine the wall time is mostly waiting for a core. "exact" compares every
 rank's finish time. The machine's load average is printed before and after: the machine is
 shared, so compare ratios measured in one run.
 
@@ -56,10 +57,10 @@ OURS = """
 import json, resource, sys, time
 from chakra.sim import simulate
 prefix, net, system, memory = sys.argv[1:5]
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 res = simulate(prefix, net, system, memory, congestion="unaware")
-wall = time.perf_counter() - t0
-print(json.dumps({"wall": wall, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"wall": wall, "cpu": cpu, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "finish": {str(r): v.finish_ns for r, v in res.ranks.items()}}))
 """
 
@@ -129,7 +130,7 @@ def run_astrasim(bindir: Path, case: tuple[Path, Path, Path, Path], timeout: flo
     timefile = prefix.parent / "astra.time"
     gnu_time = Path("/usr/bin/time")
     if gnu_time.exists():
-        cmd = [str(gnu_time), "-f", "%M", "-o", str(timefile), *cmd]
+        cmd = [str(gnu_time), "-f", "%U %S %M", "-o", str(timefile), *cmd]
     t0 = time.perf_counter()
     with open(prefix.parent / "astra.out", "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=prefix.parent, start_new_session=True)
@@ -141,8 +142,11 @@ def run_astrasim(bindir: Path, case: tuple[Path, Path, Path, Path], timeout: flo
             return {"error": f"> {timeout:.0f} s"}
     wall = time.perf_counter() - t0
     finish = finish_cycles((prefix.parent / "astra.out").read_text(errors="replace"))
-    rss = float(timefile.read_text().split()[-1]) / 1024 if gnu_time.exists() else float("nan")
-    return {"wall": wall, "rss_mib": rss, "finish": finish}
+    cpu = rss = float("nan")
+    if gnu_time.exists():
+        user, system_s, kib = timefile.read_text().split()[-3:]
+        cpu, rss = float(user) + float(system_s), float(kib) / 1024
+    return {"wall": wall, "cpu": cpu, "rss_mib": rss, "finish": finish}
 
 
 def load() -> str:
@@ -190,12 +194,15 @@ def main() -> None:
                     "shape": shape,
                     "ranks": n,
                     "ours_s": ours.get("wall"),
+                    "ours_cpu_s": ours.get("cpu"),
                     "ours_mib": ours.get("rss_mib"),
                     "ours_error": ours.get("error"),
                     "astra_s": astra.get("wall"),
+                    "astra_cpu_s": astra.get("cpu"),
                     "astra_mib": astra.get("rss_mib"),
                     "astra_error": astra.get("error"),
                     "speedup": (astra["wall"] / ours["wall"]) if "wall" in astra and "wall" in ours else None,
+                    "cpu_speedup": (astra["cpu"] / ours["cpu"]) if "cpu" in astra and "cpu" in ours else None,
                     "exact": exactness(ours, astra, n),
                     "finish_ns": max(ours["finish"].values()) if "finish" in ours else None,
                     "load": load(),
@@ -218,11 +225,17 @@ def line(row: dict) -> str:
         return f"{v:7.0f} MiB" if v is not None else f"{'-':>11}"
 
     ratio = f"{row['speedup']:6.1f}x" if row["speedup"] else f"{'-':>7}"
+    cpu_ratio = f"{row['cpu_speedup']:6.1f}x" if row["cpu_speedup"] else f"{'-':>7}"
+
+    def cpu(v):  # type: ignore[no-untyped-def]
+        return f"cpu {v:7.2f} s" if v is not None else f"{'':>13}"
+
     finish = f"{row['finish_ns']:,} ns" if row["finish_ns"] is not None else "-"
     return (
         f"{row['shape']:<3} {row['ranks']:>6} ranks | ours {sec(row['ours_s'], row['ours_error'])} "
-        f"{mib(row['ours_mib'])} | ASTRA-sim {sec(row['astra_s'], row['astra_error'])} {mib(row['astra_mib'])} "
-        f"| ours faster {ratio} | {row['exact']} | finish {finish} | load {row['load']}"
+        f"{cpu(row['ours_cpu_s'])} {mib(row['ours_mib'])} | ASTRA-sim {sec(row['astra_s'], row['astra_error'])} "
+        f"{cpu(row['astra_cpu_s'])} {mib(row['astra_mib'])} | ours faster {ratio} wall, {cpu_ratio} cpu "
+        f"| {row['exact']} | finish {finish} | load {row['load']}"
     )
 
 

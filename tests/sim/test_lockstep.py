@@ -23,6 +23,7 @@ from chakra.sim.collective_run import CollectiveRunner
 from chakra.sim.config import NetworkConfig, system_from_dict
 from chakra.sim.lockstep import lockstep_ring
 from chakra.sim.network import Network
+from tests.sim.conftest import generate_transformer
 
 TYPES = [
     int(CollectiveType.ALL_REDUCE),
@@ -136,17 +137,7 @@ def test_closed_form_declines_what_it_does_not_cover():
     ],
 )  # fmt: skip
 def test_whole_simulation_same_with_and_without_closed_form(tmp_path, args, topology, counts, monkeypatch):
-    from typer.testing import CliRunner
-
-    from chakra.cli import app
-
-    prefix = tmp_path / "t"
-    res = CliRunner().invoke(
-        app,
-        ["generate", "transformer", "--seq", "64", "--hidden", "64", "--heads", "2", "--vocab", "100", *args,
-         "-o", str(prefix), "-q"],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
+    prefix = generate_transformer(tmp_path / "t", *args)
     net = NetworkConfig(topology, counts, [50.0] * len(counts), [500.0] * len(counts))
     results = []
     for closed in (True, False):
