@@ -113,8 +113,8 @@ def _astrasim(tmp: Path, prefix: Path, network: Path) -> dict[int, int]:
     [
         (("--dp", "64", "--batch", "64", "--layers", "1", "--microbatches", "1", "--hidden", "256", "--heads", "4"),
          ["Switch"], [64], 64),
-        (("--dp", "4", "--tp", "4", "--pp", "2", "--batch", "8", "--layers", "2", "--microbatches", "2", "--heads", "4"),
-         ["Ring", "Switch", "Switch"], [4, 2, 4], 32),
+        (("--dp", "4", "--tp", "4", "--pp", "2", "--batch", "8", "--layers", "2", "--microbatches", "2",
+          "--heads", "4"), ["Ring", "Switch", "Switch"], [4, 2, 4], 32),
     ],
     ids=["dp64-switch", "3d32-ring-switch-switch"],
 )  # fmt: skip
