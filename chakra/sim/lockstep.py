@@ -1,4 +1,4 @@
-"""Closed form of a ring collective whose members move in lockstep (congestion-unaware network).
+"""Ring collectives without the message loop (congestion-unaware network): lockstep closed form.
 
 The message-level run (`chakra.sim.collective_run`) costs members x steps events: a data-parallel
 all-reduce over 1,024 ranks is 8 million messages. When every member issues at the same ns and
@@ -14,6 +14,12 @@ K sends per stream and K + 1 bus crossings, a stream takes (K + 1) B + (reducing
 reduction + K x D; a queue runs `threshold` streams at once, so the member finishes after
 ceil(chunks / threshold) such waves.
 
+When members issue at different times (a collective between pipeline stages) or the hops differ,
+the same steps run as a recurrence over all members at once (numpy, one vector step per send):
+member m's k-th receive completes at max(its own k-th send, its predecessor's k-th send + hop).
+Times never depend on the order of same-ns events here; the order members end in does, so this
+path answers only when every member ends at its own ns.
+
 Members that end at the same ns complete in the order the event queue runs them: the members
 issue in a given order; every event of a member is booked by its own previous one, except a
 receive, booked by its predecessor's send, so each send moves the order one place along the ring
@@ -26,8 +32,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
+import numpy as np
+
 from chakra.sim.collective_run import A2A, AR, FAST_BUS_NS, RS, reduction_ns
 from chakra.sim.network import Network
+
+# members x sends per stream above which skewed arrivals run message by message (the recurrence
+# costs one vector step per send)
+SKEWED_WORK = 1 << 20
 
 
 def _base(name: str) -> str:
@@ -77,8 +89,6 @@ def lockstep_ring(
     net = owner.net
     if type(net) is not Network or net.aware or owner.rendezvous or owner.loggp is not None or owner.queues != 1:
         return None
-    if any(o != offsets[0] for o in offsets):
-        return None
     threshold = -(-owner.sys.active_chunks_per_dimension // owner.queues)
     if threshold < 1:
         return None
@@ -113,19 +123,32 @@ def lockstep_ring(
     sends, reducing, div = _sends_and_reductions(c, p)
     msg = chunk // div
     bus = FAST_BUS_NS if (local and owner.compat) else owner.ed
-    hop = {net.p2p_time(r, succ[r], msg) for r in members}
-    if len(hop) != 1 or bus <= 0:
-        return None
-    delay = hop.pop()
-    if delay <= 0:
+    hops = [net.p2p_time(r, succ[r], msg) for r in members]
+    if bus <= 0 or min(hops) <= 0:
         return None
     red = 0
     if reducing:
         if owner.sys.local_mem_bw <= 0:
             return None  # the message-level run raises the configuration error
         red = reduction_ns(owner.sys.local_mem_bw, msg)
-    stream = (sends + 1) * bus + reducing * red + sends * delay
     waves = -(-n // threshold)
+    queue = d * owner.queues
+    if any(o != offsets[0] for o in offsets) or any(h != hops[0] for h in hops):
+        if sends * len(members) > SKEWED_WORK:
+            return None
+        ends = _skewed(members, succ, hops, offsets, _crossings(c, p, sends), bus, red, waves)
+        if ends is None:
+            return None
+        owner._plan_trees = {}
+        return (
+            tuple(ends),
+            (),
+            (),
+            owner._alloc_state(members),
+            tuple(sorted(range(len(members)), key=ends.__getitem__)),
+            tuple([queue] * len(members)),
+        )
+    stream = (sends + 1) * bus + reducing * red + sends * hops[0]
     end = offsets[0] + waves * stream
     owner._plan_trees = {}
     # finish order: issue order, each member's place taken by its ring successor once per send
@@ -133,7 +156,6 @@ def lockstep_ring(
     issued = list(order) if order is not None else list(range(len(members)))
     shift = (waves * sends) % p
     finished = _shifted(members, issued, succ, shift, index)
-    queue = d * owner.queues
     return (
         tuple([end] * len(members)),
         (),
@@ -159,3 +181,52 @@ def _shifted(members: tuple[int, ...], issued: list[int], succ: dict[int, int], 
         for k, r in enumerate(cycle):
             target[r] = cycle[(k + shift) % m]
     return [index[target[members[k]]] for k in issued]
+
+
+def _crossings(ctype: int, p: int, sends: int) -> list[bool]:
+    """Whether each of a stream's sends + 1 bus crossings reduces (see `_sends_and_reductions`)."""
+    out = []
+    for i in range(sends + 1):
+        j, pos = divmod(i, p)
+        out.append(pos != 0 and (ctype == RS or (ctype == AR and j % 2 == 0)))
+    return out
+
+
+def _skewed(
+    members: tuple[int, ...],
+    succ: dict[int, int],
+    hops: list[int],
+    offsets: Sequence[int],
+    reduces: list[bool],
+    bus: int,
+    red: int,
+    waves: int,
+) -> Optional[list[int]]:
+    """Finish offsets of a ring collective whose members issue at different times or whose hops
+    differ, by the per-send recurrence over all members at once; None when two members end at
+    the same ns (their order would need the event queue's).
+
+    Member m's k-th receive completes at max(its k-th send, its predecessor's k-th send + hop):
+    the receive is posted with the send, and the k-th message from the predecessor is the k-th to
+    arrive; the next send follows one bus crossing (and reduction) later."""
+    index = {r: k for k, r in enumerate(members)}
+    pred = np.empty(len(members), dtype=np.int64)
+    hop_in = np.empty(len(members), dtype=np.int64)
+    for k, r in enumerate(members):
+        pred[index[succ[r]]] = k
+        hop_in[index[succ[r]]] = hops[k]
+    step = [bus + (red if x else 0) for x in reduces]
+    start = np.asarray(offsets, dtype=np.int64)
+    sends = len(step) - 1
+    for _ in range(waves):
+        sent = start + step[0]
+        got = sent
+        for k in range(sends):
+            got = np.maximum(sent, sent[pred] + hop_in)
+            if k + 1 < sends:
+                sent = got + step[k + 1]
+        start = got + step[sends]
+    ends = start.tolist()
+    if len(set(ends)) != len(ends):
+        return None
+    return ends

@@ -71,10 +71,13 @@ def random_case(rng: random.Random) -> tuple:
         involved = None
     size = rng.choice([64, 4096, 1 << 20, 3 * (1 << 20) + 17])
     p = len(members)
-    if rng.random() < 0.6:
+    roll = rng.random()
+    if roll < 0.5:
         offsets = tuple([0] * p)
-    else:
+    elif roll < 0.75:
         offsets = tuple(rng.choice([0, 0, 5, 900]) for _ in range(p))
+    else:  # every member at its own time (pipeline stages reaching a shared collective)
+        offsets = tuple(rng.sample(range(3000), p))
     order = list(range(p))
     rng.shuffle(order)
     return net, system, ctype, size, members, involved, offsets, tuple(order), rng.random() < 0.8
@@ -93,7 +96,7 @@ def run_both(net, system, ctype, size, members, involved, offsets, order, compat
 
 def test_closed_form_equals_message_level_on_random_cases():
     rng = random.Random(20)
-    closed = 0
+    closed = skewed = 0
     for _ in range(260):
         case = random_case(rng)
         fast, slow = run_both(*case)
@@ -103,9 +106,12 @@ def test_closed_form_equals_message_level_on_random_cases():
         if isinstance(fast, str):
             continue
         n, chunk = runner.chunks(ctype, size)
-        closed += lockstep_ring(runner, ctype, members, involved, offsets, order, n, chunk) is not None
-    # the cases must exercise the closed form, not only the fallback
-    assert closed >= 60
+        got = lockstep_ring(runner, ctype, members, involved, offsets, order, n, chunk) is not None
+        closed += got
+        skewed += got and len(set(offsets)) > 1
+    # the cases must exercise the closed form and the skewed recurrence, not only the fallback
+    assert closed >= 80
+    assert skewed >= 20
 
 
 def test_closed_form_declines_what_it_does_not_cover():
