@@ -193,8 +193,7 @@ def _file_digest(path: Path) -> bytes:
         block = f.read(1 << 22)
         if block and block[:2] != GZIP_MAGIC and block[:1] not in (b"{", b"["):
             length, used = _varint(block)
-            if length >= 0 and used + length <= len(block):
-                _check_metadata(path, block[used : used + length])
+            if length >= 0 and used + length <= len(block) and _metadata_decodes(block[used : used + length]):
                 block = block[used + length :]
                 h.update(b"nodes:")
         while block:
@@ -203,18 +202,18 @@ def _file_digest(path: Path) -> bytes:
     return h.digest()
 
 
-def _check_metadata(path: Path, payload: bytes) -> None:
-    """A rank whose nodes are shared with another must still have a readable GlobalMetadata."""
+def _metadata_decodes(payload: bytes) -> bool:
+    """Whether a file's first message is a GlobalMetadata. One that is not keeps the whole file
+    in the digest: that file is then indexed on its own, and its reader names what is wrong."""
     from google.protobuf.message import DecodeError
 
     from chakra.schema import pb
 
     try:
         pb.GlobalMetadata().ParseFromString(payload)
-    except DecodeError as exc:
-        raise TraceFormatError(
-            path, f"not a Chakra trace: cannot decode GlobalMetadata ({exc})", index=0, offset=0
-        ) from None
+    except DecodeError:
+        return False
+    return True
 
 
 def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -> list[tuple[int, Any]]:
