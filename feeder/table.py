@@ -38,6 +38,7 @@ from chakra.schema.attrs import attr_value as _attr_value
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
 SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, *SPLIT_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
 _SPARSE_TYPES = frozenset({0, 1, 2, 3, 5, 6, 7})  # everything but COMP keeps its attrs sparse
+MEMO_LIMIT = 1 << 18  # distinct serialized nodes remembered across files (then it starts afresh)
 _GET_SIM = attrgetter("id", "type", "duration_micros", "data_deps", "ctrl_deps")
 _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")
 # `is_cpu_op` in its conventional bool_val arm, as serialized: name (field 1), bool_val (field 27).
@@ -103,9 +104,12 @@ def _cpu_flag_from_bytes(raw: bytes) -> Optional[int]:
 class _Builder:
     """Accumulates columns during the single pass; `finish` turns them into a NodeTable."""
 
-    def __init__(self, path: Optional[Path], attrs: bool, names: bool) -> None:
+    def __init__(self, path: Optional[Path], attrs: bool, names: bool, memo: Optional[dict] = None) -> None:
         self.path = path
         self.attrs = attrs
+        # serialized node -> its decoded attribute columns, shared by the files of one job: SPMD
+        # ranks repeat most nodes byte for byte, and attribute decoding is the costly part
+        self.memo = memo
         self.ids = array("q")
         self.types = array("b")
         # Durations only for the simulator (attrs); a plain feeder does not need them.
@@ -202,6 +206,9 @@ class _Builder:
             # Every is_cpu_op in the batch is a conventional `false`: compute nodes need no
             # attribute decoding at all; only the other node types are looked at.
             rows = [j for j, t in enumerate(types) if t != 4]
+        memo = self.memo if framed is not None else None
+        if memo is not None and len(memo) > MEMO_LIMIT:
+            memo.clear()
         for j in rows:
             n = nodes[j]
             ntype = types[j]
@@ -213,6 +220,13 @@ class _Builder:
                     if cpu is not None:  # the bytes told all there is to know
                         is_cpu[j] = cpu
                         continue
+                if memo is not None:
+                    hit = memo.get(framed[j])
+                    if hit is not None:
+                        is_cpu[j], num_ops[j], tsize[j], got = hit
+                        if got is not None and ntype in _SPARSE_TYPES:
+                            sparse[pos + j] = got
+                        continue
             elif not n.attr:
                 continue
             found: dict[str, Any] = {}
@@ -221,6 +235,8 @@ class _Builder:
                 if name in SPARSE_ATTRS:
                     found[name] = _attr_value(attr)
             if not found:
+                if memo is not None:
+                    memo[framed[j]] = (0, 0, 0, None)  # type: ignore[index]
                 continue
             _check_values(self.path, n, found)
             v = found.get("is_cpu_op")
@@ -229,6 +245,8 @@ class _Builder:
             tsize[j] = as_int(found.get("tensor_size"), 0)
             if ntype in _SPARSE_TYPES:
                 sparse[pos + j] = found
+            if memo is not None:
+                memo[framed[j]] = (is_cpu[j], num_ops[j], tsize[j], found)  # type: ignore[index]
         self.is_cpu.extend(is_cpu)
         self.num_ops.extend(num_ops)
         self.tensor_size.extend(tsize)
@@ -396,23 +414,25 @@ def table_from_et(
     names: bool = False,
     missing_deps: str = "error",
     source: Optional[Path] = None,
+    memo: Optional[dict] = None,
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
     """One streaming pass over a plain `.et` file; payloads stay on disk (offsets recorded).
 
     `source`: the file to name in errors when `path` is a decompressed temporary copy of it.
+    `memo`: a dict shared by the files of one job (see `_Builder`), or None.
     """
     from chakra.io import open_binary
 
     with open_binary(path) as stream:
-        return _table_from_stream(source or path, stream, attrs, names, missing_deps)
+        return _table_from_stream(source or path, stream, attrs, names, missing_deps, memo)
 
 
 def _table_from_stream(
-    path: Path, stream: Any, attrs: bool, names: bool, missing_deps: str
+    path: Path, stream: Any, attrs: bool, names: bool, missing_deps: str, memo: Optional[dict] = None
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
     from chakra.io import NodeBatch, _prefix_size, iter_payload_batches
 
-    b = _Builder(path, attrs, names)
+    b = _Builder(path, attrs, names, memo)
     metadata = pb.GlobalMetadata()
     parse = NodeBatch.FromString
     pos = 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from chakra.commgroups import groups_beside, read_comm_groups
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
+from chakra.io import GZIP_MAGIC, atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
 from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
@@ -180,15 +180,47 @@ def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
     return getter(policy)
 
 
+def _varint(data: bytes) -> tuple[int, int]:
+    """(value, bytes used) of the varint at the start of `data`; (-1, 0) when it is cut short."""
+    value = shift = 0
+    for k, b in enumerate(data[:10]):
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, k + 1
+        shift += 7
+    return -1, 0
+
+
 def _file_digest(path: Path) -> bytes:
+    """What the simulation reads of a rank file, hashed: for a plain `.et`, every node after the
+    GlobalMetadata message (which the simulator never uses, and which names the rank, so that
+    SPMD ranks differ there only); the whole file otherwise (compressed, JSON)."""
     h = hashlib.blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 22)
-            if not block:
-                break
+        block = f.read(1 << 22)
+        if block and block[:2] != GZIP_MAGIC and block[:1] not in (b"{", b"["):
+            length, used = _varint(block)
+            if length >= 0 and used + length <= len(block) and _metadata_decodes(block[used : used + length]):
+                block = block[used + length :]
+                h.update(b"nodes:")
+        while block:
             h.update(block)
+            block = f.read(1 << 22)
     return h.digest()
+
+
+def _metadata_decodes(payload: bytes) -> bool:
+    """Whether a file's first message is a GlobalMetadata. One that is not keeps the whole file
+    in the digest: that file is then indexed on its own, and its reader names what is wrong."""
+    from google.protobuf.message import DecodeError
+
+    from chakra.schema import pb
+
+    try:
+        pb.GlobalMetadata().ParseFromString(payload)
+    except DecodeError:
+        return False
+    return True
 
 
 def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -> list[tuple[int, Any]]:
@@ -212,7 +244,7 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
 MISSING_DEPS = ("error", "drop")
 
 
-def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
+def load_table(source: Any, names: bool, missing_deps: str = "error", memo: Optional[dict] = None) -> Any:
     """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
@@ -226,17 +258,19 @@ def load_table(source: Any, names: bool, missing_deps: str = "error") -> Any:
             return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
         if is_json_file(source):
             return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
-        return table_from_et(source, names=names, missing_deps=missing_deps)[1]
+        return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
     except TraceFormatError as exc:
         if missing_deps == "error" and "does not exist" in str(exc):
             raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
         raise
 
 
-def _load_table_checked(source: Any, names: bool, missing_deps: str, warnings: list[str]) -> Any:
+def _load_table_checked(
+    source: Any, names: bool, missing_deps: str, warnings: list[str], memo: Optional[dict] = None
+) -> Any:
     """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
     ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-    table = load_table(source, names, missing_deps)
+    table = load_table(source, names, missing_deps, memo)
     if table.dropped_deps:
         where = table.path if table.path is not None else "<trace>"
         warnings.append(
@@ -417,14 +451,15 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
     engines: list[RankEngine] = []
     by_digest: dict[bytes, RankEngine] = {}
+    memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
     names = opts.log_path is not None
     for rank, src in setup.sources:
         digest = _file_digest(src) if not isinstance(src, Trace) else None
         first = by_digest.get(digest) if digest is not None else None
         if first is not None and first.shareable:
-            engines.append(first.for_rank(rank))
+            engines.append(first.for_rank(rank, str(src)))
         else:
-            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings)
+            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo)
             for text in table.metadata_inputs:
                 setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
             engine = RankEngine(
@@ -550,7 +585,16 @@ def _collect(
     ):
         if w not in warnings:
             warnings.append(w)
-    ranks = {e.rank: rank_stats(e, opts.breakdown == "astra-sim") for e in engines}
+    astra = opts.breakdown == "astra-sim"
+    ranks = {}
+    seen: dict[tuple, RankResult] = {}  # ranks with the same nodes and the same times: one computation
+    for e in engines:
+        key = (e.kind, e.start.tobytes(), e.end.tobytes(), e.gpu_sum)
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = rank_stats(e, astra)
+        ranks[e.rank] = dataclasses.replace(got)
+
     node_times = None
     if opts.record_nodes:
         node_times = {}

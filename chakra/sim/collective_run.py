@@ -51,6 +51,11 @@ FAST_BUS_NS = 10  # a subgroup's "local" ring crosses the memory bus in a fixed 
 CW, ACW = 1, -1
 
 
+def reduction_ns(local_mem_bw: float, size: int) -> int:
+    """ns to reduce a received packet of `size` bytes: three passes over local memory (GB/s)."""
+    return 3 * int(size / (local_mem_bw * 1e9) * 1e9)
+
+
 class OverlapsEarlierTraffic(Exception):
     """An isolated collective on the aware network would start while an earlier one still holds
     links: the simulation must run every collective on the shared clock instead."""
@@ -554,12 +559,11 @@ class CollectiveRun:
         (bus.to_memory if to_memory else bus.to_npu)(size, processed, send_back, after_bus)
 
     def reduction(self, size: int) -> int:
-        bw = self.lmbw * 1e9
-        if bw <= 0:
+        if self.lmbw <= 0:
             raise ConfigError(
                 f"{self.where}: local-mem-bw must be > 0 for reducing collectives (ASTRA-sim divides by it)"
             )
-        return 3 * int(size / bw * 1e9)
+        return reduction_ns(self.lmbw, size)
 
     # -- network: one key per (collective, chunk, pair, size), as ASTRA-sim's stream tags --
     def send(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
@@ -590,6 +594,7 @@ class CollectiveRunner:
         rendezvous: bool = False,
         topology: Optional[NetworkConfig] = None,
         queues_per_dim: int = 1,
+        closed_form: bool = True,
     ) -> None:
         """`topology`: the network's dimensions (default: `net.cfg`, so any network model works
         when it is given)."""
@@ -604,6 +609,9 @@ class CollectiveRunner:
         self.ed = int(system.endpoint_delay * system.injection_scale)
         self.loggp = shared_bus(system)
         self.total = math.prod(self.counts)
+        # Ring collectives whose members move in lockstep are computed in closed form
+        # (`chakra.sim.lockstep`); False runs every collective message by message (tests compare).
+        self.closed_form = closed_form
         self._cache: dict[tuple, tuple[int, ...]] = {}
         self.warnings: list[str] = []
         self.link_free: dict[tuple, int] = {}  # aware links: when each is free (isolated runs)
@@ -796,6 +804,13 @@ class CollectiveRunner:
             self._plan_trees = {}
         else:
             n, chunk = self.chunks(ctype, size)
+            # A custom algorithm runs its own sends; the closed form is for the built-in rings.
+            if self.closed_form and IMPL_KEY[ctype] not in self.sys.custom_implementation:
+                from chakra.sim.lockstep import lockstep_ring  # it builds on this module
+
+                got = lockstep_ring(self, ctype, members, involved, offsets, order, n, chunk)
+                if got is not None:
+                    return got
             plan = self.plan(ctype, members, involved, chunk, n)
         if plan is None:
             self._no_dims()
@@ -844,20 +859,16 @@ class CollectiveRunner:
 
         return make
 
-    def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int, n: int = 1) -> Optional[Callable]:  # type: ignore[no-untyped-def]
-        """(member rank, chunk index) -> [(queue, factory)] for that stream, or None when no phase is left."""
-        prefix = self.sys.custom_implementation.get(IMPL_KEY[ctype])
-        if prefix is not None:
-            # ASTRA-sim: one phase on queue 0 over the whole group, the network's dimensions unused
-            make = self.custom.factory(prefix, tuple(members), len(members) == self.total)
-            self._plan_trees = {}
-            return lambda rank, chunk_index: [(0, make)]
+    def layout(self, ctype: int, members: tuple[int, ...], involved) -> Optional[tuple[list, list]]:  # type: ignore[no-untyped-def]
+        """(dims, phases) of a collective: dims = [(network dim, Ring or None = that dim's lines,
+        algorithm name)], phases = [(dims index, collective type, queue allocator)] of every chunk,
+        in order; None when no phase is left."""
         algs = self.sys.implementation(IMPL_KEY[ctype])
         if not algs:
             raise ConfigError(
                 f"{self.where}: no {IMPL_KEY[ctype].replace('_', '-')}-implementation in the system config"
             )
-        counts, strides = self.counts, self.strides
+        counts = self.counts
         full = len(members) == self.total
         if not full:
             # A process subgroup: one "local" ring over its members in the listed order (measured:
@@ -886,6 +897,36 @@ class CollectiveRunner:
         active = [i for i, (d, _, _) in enumerate(dims) if sizes[i] > 1 and (d < len(inv) and inv[d])]
         if not active:
             return None
+        phases: list[tuple[int, int, str]] = []  # (dims index, collective, queue allocator)
+        if ctype == AR and self.sys.collective_optimization == "localBWAware":
+            last = active[-1]
+            phases = [(i, RS, "first") for i in active if i < last] + [(last, AR, "first")]
+            phases += [(i, AG, "last") for i in reversed(active) if i < last]
+        elif ctype == AG:
+            phases = [(i, AG, "level") for i in reversed(active)]
+        else:
+            phases = [(i, ctype, "level") for i in active]
+        return dims, phases
+
+    def line_of(self, d: int, rank: int) -> list[int]:
+        """The ranks of network dimension d's line through `rank`, in ring order."""
+        stride = self.strides[d]
+        base = rank - ((rank // stride) % self.counts[d]) * stride
+        return [base + k * stride for k in range(self.counts[d])]
+
+    def plan(self, ctype: int, members: tuple[int, ...], involved, chunk: int, n: int = 1) -> Optional[Callable]:  # type: ignore[no-untyped-def]
+        """(member rank, chunk index) -> [(queue, factory)] for that stream, or None when no phase is left."""
+        prefix = self.sys.custom_implementation.get(IMPL_KEY[ctype])
+        if prefix is not None:
+            # ASTRA-sim: one phase on queue 0 over the whole group, the network's dimensions unused
+            make = self.custom.factory(prefix, tuple(members), len(members) == self.total)
+            self._plan_trees = {}
+            return lambda rank, chunk_index: [(0, make)]
+        got_layout = self.layout(ctype, members, involved)
+        if got_layout is None:
+            return None
+        dims, phases = got_layout
+        counts, strides = self.counts, self.strides
 
         lines: dict[tuple[int, int], Ring] = {}  # one Ring per network line, shared by its members
 
@@ -897,18 +938,9 @@ class CollectiveRunner:
             base = rank - ((rank // stride) % counts[d]) * stride
             got = lines.get((d, base))
             if got is None:
-                got = lines[(d, base)] = Ring([base + k * stride for k in range(counts[d])], local=False)
+                got = lines[(d, base)] = Ring(self.line_of(d, rank), local=False)
             return got
 
-        phases: list[tuple[int, int, str]] = []  # (dims index, collective, queue allocator)
-        if ctype == AR and self.sys.collective_optimization == "localBWAware":
-            last = active[-1]
-            phases = [(i, RS, "first") for i in active if i < last] + [(last, AR, "first")]
-            phases += [(i, AG, "last") for i in reversed(active) if i < last]
-        elif ctype == AG:
-            phases = [(i, AG, "level") for i in reversed(active)]
-        else:
-            phases = [(i, ctype, "level") for i in active]
         # queue and direction of every phase of every chunk, handed out by the member's own queue
         # allocators when it issues (a member's collectives may be created by other members in
         # another order than the one it issues them in)

@@ -265,8 +265,9 @@ class RankEngine:
         # Free slots per class (CPU, GPU compute, comm); "busy" is the historical name of the list.
         self.busy = [_cap(c) for c in slots]
 
-    def for_rank(self, rank: int) -> RankEngine:
-        """Another rank running a byte-identical trace: shares every read-only array, fresh state.
+    def for_rank(self, rank: int, path: Optional[str] = None) -> RankEngine:
+        """Another rank running the same nodes (`path`: its own file, named in its messages):
+        shares every read-only array, fresh state.
 
         Only for traces without send/recv (their peers are rank-specific); collective group
         membership is checked for the new rank.
@@ -279,6 +280,8 @@ class RankEngine:
         other.shareable = True
         other.static = self.static
         other.rank = rank
+        if path is not None:
+            other.path = path
         other._reset()
         return other
 

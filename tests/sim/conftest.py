@@ -50,3 +50,16 @@ def collective_traces(n: int, ctype: int, size: int = 1 << 20, **attrs) -> list[
 @pytest.fixture
 def rt_dir(samples_dir) -> Path:
     return samples_dir / RT
+
+
+def generate_transformer(prefix: Path, *args: str) -> Path:
+    """`chakra generate transformer ARGS -o PREFIX` (small model dimensions unless ARGS override
+    them): PREFIX.<rank>.et and PREFIX.comm_groups.json, as a user makes them."""
+    from typer.testing import CliRunner
+
+    from chakra.cli import app
+
+    small = ["--seq", "64", "--hidden", "64", "--heads", "2", "--vocab", "100"]
+    res = CliRunner().invoke(app, ["generate", "transformer", *small, *args, "-o", str(prefix), "-q"])
+    assert res.exit_code == 0, res.output
+    return prefix

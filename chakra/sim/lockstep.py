@@ -1,0 +1,232 @@
+"""Ring collectives without the message loop (congestion-unaware network): lockstep closed form.
+
+The message-level run (`chakra.sim.collective_run`) costs members x steps events: a data-parallel
+all-reduce over 1,024 ranks is 8 million messages. When every member issues at the same ns and
+every hop of the ring costs the same, no member ever waits longer than another, and the run
+reduces to arithmetic; this module gives that arithmetic, and declines (None) every other case,
+which then runs message by message.
+
+Per member and stream, ASTRA-sim's ring (one packet in flight) alternates: a packet crosses the
+memory bus (B ns, plus the reduction when it carries data to reduce), is sent, and the packet
+received from the ring predecessor D ns later (D = the network delay of one message; the receive
+was posted when the member sent, which is never later) is the next one to cross the bus. With
+K sends per stream and K + 1 bus crossings, a stream takes (K + 1) B + (reducing crossings) x
+reduction + K x D; a queue runs `threshold` streams at once, so the member finishes after
+ceil(chunks / threshold) such waves.
+
+When members issue at different times (a collective between pipeline stages) or the hops differ,
+the same steps run as a recurrence over all members at once (numpy, one vector step per send):
+member m's k-th receive completes at max(its own k-th send, its predecessor's k-th send + hop).
+Times never depend on the order of same-ns events here; the order members end in does, so this
+path answers only when every member ends at its own ns.
+
+Members that end at the same ns complete in the order the event queue runs them: the members
+issue in a given order; every event of a member is booked by its own previous one, except a
+receive, booked by its predecessor's send, so each send moves the order one place along the ring
+(a member takes its predecessor's place). That order is part of the result (it decides same-ns
+ties of later collectives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from chakra.sim.collective_run import A2A, AR, FAST_BUS_NS, RS, reduction_ns
+from chakra.sim.network import Network
+
+# members x sends per stream above which skewed arrivals run message by message (the recurrence
+# costs one vector step per send)
+SKEWED_WORK = 1 << 20
+
+
+def _base(name: str) -> str:
+    """The algorithm a configured name runs (`ring`, `oneRing`, `direct8` ...), as the runner reads it."""
+    base = name.rstrip("0123456789")
+    if base.startswith("one"):
+        base = base[3].lower() + base[4:]
+    return base
+
+
+def _sends_and_reductions(ctype: int, p: int) -> tuple[int, int, int]:
+    """(sends per stream, bus crossings that reduce, message size divisor) of ASTRA-sim's ring.
+
+    Bus crossings go in rounds of p: the first of a round carries fresh data (no reduction), the
+    next p - 1 carry received data, reduced in a reduce-scatter and in the even rounds of an
+    all-reduce (the first half)."""
+    if ctype == AR:
+        sends = 2 * (p - 1)
+    elif ctype == A2A:
+        sends = p * (p - 1) // 2
+    else:
+        sends = p - 1
+    crossings = sends + 1
+    reducing = 0
+    if ctype in (AR, RS):
+        full, rest = divmod(crossings, p)
+        for j in range(full + (1 if rest else 0)):
+            nonzero = (p if j < full else rest) - 1
+            if ctype == RS or j % 2 == 0:
+                reducing += nonzero
+    return sends, reducing, (p if ctype in (AR, RS, A2A) else 1)
+
+
+def lockstep_ring(
+    owner: Any,
+    ctype: int,
+    members: tuple[int, ...],
+    involved: Any,
+    offsets: Sequence[int],
+    order: Optional[Sequence[int]],
+    n: int,
+    chunk: int,
+) -> Optional[tuple]:
+    """The runner's `_run` result for a lockstep ring collective, or None when it is not one.
+
+    `owner` is the `CollectiveRunner`; `n` streams of `chunk` bytes each."""
+    net = owner.net
+    if type(net) is not Network or net.aware or owner.rendezvous or owner.loggp is not None or owner.queues != 1:
+        return None
+    threshold = -(-owner.sys.active_chunks_per_dimension // owner.queues)
+    if threshold < 1:
+        return None
+    got = owner.layout(ctype, members, involved)
+    if got is None:
+        return None
+    dims, phases = got
+    if len(phases) != 1:
+        return None
+    i, c, how = phases[0]
+    d, ring, name = dims[i]
+    if _base(name) != "ring" or how == "last":  # "last" turns the ring anticlockwise
+        return None
+    # every member's ring successor, and its ring size (one ring, or one per line of dimension d)
+    succ: dict[int, int] = {}
+    if ring is not None:
+        ids = ring.ids
+        p = len(ids)
+        local = ring.local
+        for k, r in enumerate(ids):
+            succ[r] = ids[(k + 1) % p]
+    else:
+        p = owner.counts[d]
+        local = False
+        for r in members:
+            if r not in succ:
+                line = owner.line_of(d, r)
+                for k, x in enumerate(line):
+                    succ[x] = line[(k + 1) % p]
+    if len(succ) != len(members):
+        return None
+    sends, reducing, div = _sends_and_reductions(c, p)
+    msg = chunk // div
+    bus = FAST_BUS_NS if (local and owner.compat) else owner.ed
+    hops = [net.p2p_time(r, succ[r], msg) for r in members]
+    if bus <= 0 or min(hops) <= 0:
+        return None
+    red = 0
+    if reducing:
+        if owner.sys.local_mem_bw <= 0:
+            return None  # the message-level run raises the configuration error
+        red = reduction_ns(owner.sys.local_mem_bw, msg)
+    waves = -(-n // threshold)
+    queue = d * owner.queues
+    if any(o != offsets[0] for o in offsets) or any(h != hops[0] for h in hops):
+        if sends * len(members) > SKEWED_WORK:
+            return None
+        ends = _skewed(members, succ, hops, offsets, _crossings(c, p, sends), bus, red, waves)
+        if ends is None:
+            return None
+        owner._plan_trees = {}
+        return (
+            tuple(ends),
+            (),
+            (),
+            owner._alloc_state(members),
+            tuple(sorted(range(len(members)), key=ends.__getitem__)),
+            tuple([queue] * len(members)),
+        )
+    stream = (sends + 1) * bus + reducing * red + sends * hops[0]
+    end = offsets[0] + waves * stream
+    owner._plan_trees = {}
+    # finish order: issue order, each member's place taken by its ring successor once per send
+    index = {r: k for k, r in enumerate(members)}
+    issued = list(order) if order is not None else list(range(len(members)))
+    shift = (waves * sends) % p
+    finished = _shifted(members, issued, succ, shift, index)
+    return (
+        tuple([end] * len(members)),
+        (),
+        (),
+        owner._alloc_state(members),
+        tuple(finished),
+        tuple([queue] * len(members)),
+    )
+
+
+def _shifted(members: tuple[int, ...], issued: list[int], succ: dict[int, int], shift: int, index: dict) -> list:
+    """Position in `members` of succ^shift(member), for each issued member: one walk per ring."""
+    target: dict[int, int] = {}
+    for start in members:
+        if start in target:
+            continue
+        cycle = [start]
+        x = succ[start]
+        while x != start:
+            cycle.append(x)
+            x = succ[x]
+        m = len(cycle)
+        for k, r in enumerate(cycle):
+            target[r] = cycle[(k + shift) % m]
+    return [index[target[members[k]]] for k in issued]
+
+
+def _crossings(ctype: int, p: int, sends: int) -> list[bool]:
+    """Whether each of a stream's sends + 1 bus crossings reduces (see `_sends_and_reductions`)."""
+    out = []
+    for i in range(sends + 1):
+        j, pos = divmod(i, p)
+        out.append(pos != 0 and (ctype == RS or (ctype == AR and j % 2 == 0)))
+    return out
+
+
+def _skewed(
+    members: tuple[int, ...],
+    succ: dict[int, int],
+    hops: list[int],
+    offsets: Sequence[int],
+    reduces: list[bool],
+    bus: int,
+    red: int,
+    waves: int,
+) -> Optional[list[int]]:
+    """Finish offsets of a ring collective whose members issue at different times or whose hops
+    differ, by the per-send recurrence over all members at once; None when two members end at
+    the same ns (their order would need the event queue's).
+
+    Member m's k-th receive completes at max(its k-th send, its predecessor's k-th send + hop):
+    the receive is posted with the send, and the k-th message from the predecessor is the k-th to
+    arrive; the next send follows one bus crossing (and reduction) later."""
+    index = {r: k for k, r in enumerate(members)}
+    pred = np.empty(len(members), dtype=np.int64)
+    hop_in = np.empty(len(members), dtype=np.int64)
+    for k, r in enumerate(members):
+        pred[index[succ[r]]] = k
+        hop_in[index[succ[r]]] = hops[k]
+    step = [bus + (red if x else 0) for x in reduces]
+    start = np.asarray(offsets, dtype=np.int64)
+    sends = len(step) - 1
+    for _ in range(waves):
+        sent = start + step[0]
+        got = sent
+        for k in range(sends):
+            got = np.maximum(sent, sent[pred] + hop_in)
+            if k + 1 < sends:
+                sent = got + step[k + 1]
+        start = got + step[sends]
+    ends = start.tolist()
+    if len(set(ends)) != len(ends):
+        return None
+    return ends
