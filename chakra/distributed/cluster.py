@@ -79,12 +79,18 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
     except BaseException:
         # Closing under an interrupt makes the scheduler log every task it drops, and Dask's own
         # exit hook retries a close that failed with a traceback: the user already has one line.
-        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        silence_dask()
         _forget_exit_hook()
         raise
     finally:
         if cluster is not None:  # its worker processes end with this one in any case
             _quietly(cluster.close)
+
+
+def silence_dask() -> None:
+    """No more log lines from Dask in this process (its scheduler runs here): once the user has
+    pressed Ctrl-C, cancelling and closing make it log every task and gather it drops."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
 
 
 def _forget_exit_hook() -> None:

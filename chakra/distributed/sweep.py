@@ -23,6 +23,7 @@ from chakra.errors import ChakraError, ConfigError, InputError
 from chakra.files import remove_stale_temps, temp_path, write_error
 from chakra.io import Progress
 
+from .cluster import silence_dask
 from .grid import Grid, Point, expand
 
 FIGURES = ("finish_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "mem_ns", "nodes")
@@ -353,6 +354,7 @@ def run_sweep(
             # Ctrl-C: keep every finished point for --resume, then let the caller shut the cluster down.
             # Workers get the Ctrl-C too: a point lost with its worker is not a result, --resume
             # runs it again.
+            silence_dask()
             _cancel(client, futures)
             _write_sorted(out, [r for r in rows if r["point_id"] not in lost], points)
             raise
