@@ -311,7 +311,10 @@ class Builder:
             if launch is not None:
                 self._data(it, launch)
             chain.append(it)
-            if launch is not None:
+            if launch is not None and op.kind != GPU:
+                # A collective's caller may block on it; a kernel's does not: a host gap that
+                # contains a kernel's end is dispatch work, and a real wait on the GPU is a sync
+                # call (`_sync`), so that a faster GPU never shortens the CPU's own time.
                 self._wait(it, launch, op)
 
     def _order_collectives(self) -> None:
