@@ -62,6 +62,10 @@ def validate(data: Path = DATA) -> dict[str, Any]:
                 # norms, softmax and the loss stay fp32 (autocast's op lists): no memory speed-up
                 "amp-autocast": recipes.amp([base], compute_speedup=ratio, memory_speedup=1.0),
                 "fused": recipes.fused_optimizer([base]),
+                # the fused kernel moves each tensor once, at the measured copy bandwidth
+                "fused-roofline": recipes.fused_optimizer(
+                    [base], cost="roofline", bytes_per_s=peaks["copy_bytes_per_s"]
+                ),
             }
             targets = {}
             for name, w in predictions.items():

@@ -212,6 +212,31 @@ def _launched_by(g: Graph) -> dict[int, list[pb.Node]]:
     return out
 
 
+def unique_tensor_bytes(nodes: Sequence[pb.Node]) -> int:
+    """Bytes of the distinct device tensors the nodes' inputs and outputs name (ET tensor values
+    [id, storage id, offset, numel, itemsize, device], lists of them for tensor lists), each
+    counted once by (storage, offset)."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def walk(v: Any) -> None:
+        if isinstance(v, list):
+            if len(v) == 6 and all(isinstance(x, int) for x in v[:5]) and isinstance(v[5], str):
+                if v[5] != "cpu":
+                    seen[(v[1], v[2])] = v[3] * v[4]
+                return
+            for x in v:
+                walk(x)
+
+    for n in nodes:
+        for text in (n.inputs.values, n.outputs.values):
+            if text:
+                try:
+                    walk(json.loads(text))
+                except ValueError:
+                    continue
+    return sum(seen.values())
+
+
 def per_byte_cost(nodes: Sequence[pb.Node]) -> tuple[float, float]:
     """(fixed µs per operator, µs per byte) fitted by least squares (duration = c0 + c1*bytes)
     over operators with a tensor_size: the BigSim-style model that separates the per-call
@@ -233,6 +258,7 @@ def fused_optimizer(
     pattern: str = OPTIMIZER,
     launch_us: Optional[float] = None,
     cost: str = "sum",
+    bytes_per_s: Optional[float] = None,
 ) -> WhatIf:
     """Fuse every optimizer step (region named by `pattern`) into one task (Daydream's FusedAdam).
 
@@ -243,9 +269,18 @@ def fused_optimizer(
     `cost="bytes"` the data-proportional part only: a least-squares fit duration = c0 + c1*bytes
     over those operators (all steps) gives the per-call overhead c0 that fusion removes, and the
     fused task lasts c0 + c1 * (their total bytes).
+
+    With `cost="roofline"` (device kernels, `bytes_per_s` = the device's memory bandwidth) the
+    fused kernel moves every tensor its step touches once, read and written (a fused AdamW reads
+    parameter, gradient and both moments and writes three of them, 28 of these 32 bytes per fp32
+    parameter), instead of once per elementwise pass of the unfused step: the unique device
+    tensors of the step's operators (ET tensor values: storage, offset, numel, itemsize) x 2 /
+    `bytes_per_s`.
     """
-    if cost not in ("sum", "bytes"):
-        raise InputError(f"--cost must be sum or bytes, not {cost!r}")
+    if cost not in ("sum", "bytes", "roofline"):
+        raise InputError(f"--cost must be sum, bytes or roofline, not {cost!r}")
+    if cost == "roofline" and not bytes_per_s:
+        raise InputError("--cost roofline needs the device's memory bandwidth (bytes_per_s)")
     try:
         rx = re.compile(pattern)
     except re.error as exc:
@@ -267,6 +302,9 @@ def fused_optimizer(
             cpu = [n for n in members if resource_of(n) != "gpu"]
             # a queue node is the stream waiting for a launch, not kernel time
             kernel_us = sum(n.duration_micros for n in gpu if get_attr(n, "queue_of", None) is None)
+            if cost == "roofline":
+                assert bytes_per_s is not None
+                kernel_us = int(round(2 * unique_tensor_bytes(cpu) / bytes_per_s * 1e6))
             gpu_ids = {n.id for n in gpu}
             launchers = [n for n in cpu if g.children[n.id] & gpu_ids]
             lu = launch_us
@@ -287,7 +325,11 @@ def fused_optimizer(
             after_us += compute_us
     if not steps:
         raise InputError(f"no optimizer step found (no node name matches {pattern!r}); set --pattern")
-    how = "sum of compute kernels" if cost == "sum" else f"bytes model: {c0:.3g} µs + {c1 * 1e6:.4g} µs/MB"
+    how = {
+        "sum": "sum of compute kernels",
+        "bytes": f"bytes model: {c0:.3g} µs + {c1 * 1e6:.4g} µs/MB",
+        "roofline": f"each tensor read and written once at {(bytes_per_s or 0) / 1e9:.4g} GB/s",
+    }[cost]
     notes = [f"{steps} optimizer step(s) fused: {before_us:,} µs of tasks -> {after_us:,} µs ({how})"]
     w = _finish("fused-optimizer", gs, notes=notes)
     w.changed.update(steps=steps, region_us=before_us, fused_us=after_us)
