@@ -46,7 +46,8 @@ def _convert(variant: str, out: Path, data: Path) -> Any:
 
 
 def _step_us(traces: list) -> float:
-    return simulate(traces, None, None, options=SimOptions(comm_mode="replay")).finish_ns / 1e3 / STEPS
+    # `chakra simulate`'s defaults (one CPU and one GPU task at a time), as `chakra whatif` runs it
+    return simulate(traces, None, None, options=SimOptions()).finish_ns / 1e3 / STEPS
 
 
 def validate(data: Path = DATA) -> dict[str, Any]:

@@ -244,8 +244,10 @@ def test_replay_of_recorded_durations_gives_the_traced_steps(variant, root):
     ASTRA-sim model); ddp2's gloo threads ran beside autograd's on other cores, so it replays with
     unlimited slots."""
     traces, _, events = converted(variant, root)
-    slots = UNLIMITED if variant == "ddp2" else None
-    res = simulate(traces, None, None, options=SimOptions(comm_mode="replay", slots=slots))
+    # `chakra simulate`'s defaults: one CPU and one GPU task at a time per rank (ASTRA-sim's model)
+    options = SimOptions(comm_mode="replay", slots=UNLIMITED) if variant == "ddp2" else SimOptions()
+    assert variant == "ddp2" or options.slot_caps() == {"cpu": 1, "gpu": 1, "comm": 1}
+    res = simulate(traces, None, None, options=options)
     for r, ev in enumerate(events):
         measured = step_window_us(ev)
         got = res.ranks[r].finish_ns / 1e3
