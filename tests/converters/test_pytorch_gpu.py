@@ -121,6 +121,8 @@ def test_each_kernel_is_launched_by_the_op_of_its_runtime_call(variant, root):
         kernels = [e for e in ev if e.get("cat") == "kernel"]
         # one launch call per kernel (torch.compile's Triton kernels: cuLaunchKernel)
         assert len(kernels) == sum(calls[c] for c in LAUNCH_CALLS)
+        cats = Counter(e.get("cat") for e in ev)
+        assert cats["gpu_memcpy"] == calls["cudaMemcpyAsync"] and cats["gpu_memset"] == calls["cudaMemsetAsync"]
         if variant == "compile":
             assert calls["cuLaunchKernel"] > 0
         assert s["gpu_ops_without_launcher"] == 0
