@@ -85,7 +85,13 @@ def whatif_cmd(
     ),
     pattern: str = typer.Option(r"Optimizer\.step", "--pattern", help="fused-optimizer: optimizer-step regions."),
     cost: str = typer.Option(
-        "sum", "--cost", help="fused-optimizer on CPU: sum (of compute ops) | bytes (fit c0 + c1*bytes, drop c0)."
+        "sum",
+        "--cost",
+        help="fused-optimizer: sum (of compute ops/kernels) | bytes (CPU: fit c0 + c1*bytes, drop c0) | roofline "
+        "(GPU: each tensor read and written once at --bytes-per-s).",
+    ),
+    bytes_per_s: Optional[float] = typer.Option(
+        None, "--bytes-per-s", help="fused-optimizer --cost roofline: device memory bandwidth, bytes/s."
     ),
     on: Optional[str] = typer.Option(None, "--on", help="amp: gpu|cpu kernels; scale-compute, straggler: all|cpu|gpu."),
     compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
@@ -139,6 +145,7 @@ def whatif_cmd(
             "comm_cpu_fraction": comm_cpu_fraction,
             "pattern": pattern,
             "cost": cost,
+            "bytes_per_s": bytes_per_s,
             "on": on,
             "compute_speedup": compute_speedup,
             "memory_speedup": memory_speedup,

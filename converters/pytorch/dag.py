@@ -60,7 +60,7 @@ _START = attrgetter("start")
 class Item:
     """One emitted node: an op segment or a gap/idle/queue segment."""
 
-    __slots__ = ("id", "op", "kind", "owner", "start", "end", "ctrl", "data", "wait_from", "seq", "chain")
+    __slots__ = ("id", "op", "kind", "owner", "start", "end", "ctrl", "data", "wait_from", "seq", "chain", "on_gpu")
 
     def __init__(self, op: Optional[Op], start: Optional[int], kind: str = "", owner: int = 0) -> None:
         self.id = op.id if op is not None else 0
@@ -74,6 +74,7 @@ class Item:
         self.wait_from = start
         self.seq = 0  # index in its thread chain
         self.chain: Any = None  # key of its host thread chain (None for executors)
+        self.on_gpu = False  # a queue item of a GPU stream: device time, not a CPU task
 
 
 class Builder:
@@ -133,7 +134,7 @@ class Builder:
                 if key is None or op.ts is None:
                     key = ("pg", op.comm.pg_name if op.comm is not None else "")
                 execs[key].append(op)
-        main = max(threads, key=lambda k: len(threads[k]), default=None)
+        main = _main_thread(threads)
         for key, ops in threads.items():
             timed = self.timed and ops[0].ts is not None
             chain = self._host_chain(ops, timed, key, idle_nodes=key == main)
@@ -175,6 +176,10 @@ class Builder:
         add_item = self.items.append
         add_link = chain.append
         pending_gap: Optional[tuple[int, int]] = None  # (start, owner id or 0)
+        # A secondary thread's short pauses inside a burst of work (autograd's engine between its
+        # nodes) fold into the segment before them, as short gaps do, so that a replay keeps the
+        # burst's length; longer idle time (the thread waiting for work) belongs to no node.
+        burst_gap = gap_min * 50
 
         def flush_gap(until: int) -> None:
             nonlocal pending_gap
@@ -198,8 +203,13 @@ class Builder:
                 add_link(it)
                 self._gap_nodes += 1
                 self._gap_ns += until - start
-            elif not owner and chain and chain[-1].end is None:
-                chain[-1].end = start  # idle time on a secondary thread belongs to no node
+            elif not owner and chain:
+                last = chain[-1]
+                if until - start >= burst_gap:
+                    if last.end is None:
+                        last.end = start  # idle time on a secondary thread belongs to no node
+                elif last.end == start:
+                    last.end = until  # a short pause folds into the segment before it (a gap node)
 
         # The hot loop (once per host op): new_item and the chain append are inlined.
         op_item = self.op_item
@@ -284,6 +294,8 @@ class Builder:
                     delay = op.ts - ready
                     if delay >= self.gap_min:
                         q = self.new_item(None, ready, QUEUE, op.id)
+                        # the stream waited for its launch: GPU-side time that takes no CPU
+                        q.on_gpu = isinstance(key, tuple) and key[0] == "stream"
                         self._queue_nodes += 1
                         q.end = op.ts
                         if prev is not None:
@@ -299,7 +311,10 @@ class Builder:
             if launch is not None:
                 self._data(it, launch)
             chain.append(it)
-            if launch is not None:
+            if launch is not None and op.kind != GPU:
+                # A collective's caller may block on it; a kernel's does not: a host gap that
+                # contains a kernel's end is dispatch work, and a real wait on the GPU is a sync
+                # call (`_sync`), so that a faster GPU never shortens the CPU's own time.
                 self._wait(it, launch, op)
 
     def _order_collectives(self) -> None:
@@ -413,24 +428,86 @@ class Builder:
         return self._gpu_index
 
     def _handoffs(self, main: Any) -> None:
-        """First op of each burst on a secondary host thread depends on the main-thread segment before it."""
+        """First op of each burst on a secondary host thread depends on the main-thread segment
+        before it; a main-thread wait that spans one helper thread's bursts depends on them (`_join`)."""
         mchain = self.chains[main]
         mstarts = self.starts[main]
-        n = 0
+        n = joins = 0
+        waits: dict[int, list[tuple[Any, Item, Item, Optional[Item]]]] = defaultdict(list)
         for key, chain in self.chains.items():
             if key == main or not chain or chain[0].start is None:
                 continue
-            prev_end = None
+            bursts: list[tuple[Item, Item, Optional[Item]]] = []  # (first, last, main segment before)
             for it in chain:
-                if prev_end is None or it.start - prev_end >= self.gap_min * 50:
+                if not bursts or it.start - bursts[-1][1].end >= self.gap_min * 50:  # a new burst (_host_chain)
                     idx = bisect_left(mstarts, it.start) - 1
                     while idx >= 0 and mchain[idx].end > it.start:
                         idx -= 1
-                    if idx >= 0:
-                        self._data(it, mchain[idx])
+                    before = mchain[idx] if idx >= 0 else None
+                    if before is not None:
+                        self._data(it, before)
                         n += 1
-                prev_end = it.end
+                    bursts.append((it, it, before))
+                else:
+                    bursts[-1] = (bursts[-1][0], it, bursts[-1][2])
+            for first, last, before in bursts:
+                seg = self._waiting_segment(mchain, mstarts, first, last)
+                if seg is not None:
+                    waits[seg.seq].append((key, first, last, before))
+        for seq, bursts_in in waits.items():
+            if len({key for key, *_ in bursts_in}) != 1:
+                continue  # several helper threads (gloo's with autograd's): their own waits are not known
+            handed: Optional[Item] = None
+            for _key, first, last, before in bursts_in:
+                self._blocked(mchain[seq], last)
+                joins += 1
+                if before is not handed:  # a fresh hand-off, not the thread resuming its own work
+                    self._handoff_delay(first, before)
+                handed = before
         self.stats["handoff_edges"] = n
+        self.stats["join_edges"] = joins
+
+    def _waiting_segment(self, mchain: list[Item], mstarts: list[int], first: Item, last: Item) -> Optional[Item]:
+        """The main-thread gap or wait-like segment that spans a secondary thread's whole burst
+        (`first`..`last`), if one does: the main thread waited, doing nothing, for it (CUDA runs
+        backward on the device's autograd thread while `loss.backward()` blocks its caller).
+
+        That segment then depends on the burst's end and keeps only its time after it, as a blocked
+        segment does; otherwise a replay that runs one CPU task at a time would add the burst to
+        the wait that already spans it."""
+        e = last.end
+        if e is None:
+            return None
+        idx = bisect_left(mstarts, e) - 1
+        if idx < 0:
+            return None
+        seg = mchain[idx]
+        if seg.end is None or seg.end < e or seg.start > first.start:
+            return None
+        if seg.kind in (GAP, IDLE) or (seg.op is not None and any(w in seg.op.name for w in _WAITLIKE)):
+            return seg
+        return None
+
+    def _handoff_delay(self, first: Item, before: Optional[Item]) -> None:
+        """The time from the hand-off to the burst's first op (the caller setting the work up, the
+        thread waking) as a queue node before it, so that a replay starts the burst when it started."""
+        if before is None or before.end is None or first.start - before.end < self.gap_min:
+            return
+        q = self.new_item(None, before.end, QUEUE, first.id)
+        q.end = first.start
+        q.chain = None
+        self._queue_nodes += 1
+        self._data(q, before)
+        self._ctrl(first, q)
+
+
+def _main_thread(threads: dict[Any, list[Op]]) -> Any:
+    """The thread that drives the steps: the one that records `ProfilerStep#N`, else the one with
+    the most ops (a GPU step with a fused optimizer has more ops on autograd's thread)."""
+    for key, ops in threads.items():
+        if any(op.name.startswith("ProfilerStep#") for op in ops):
+            return key
+    return max(threads, key=lambda k: len(threads[k]), default=None)
 
 
 def _is_sync_call(op: Optional[Op]) -> bool:

@@ -105,6 +105,7 @@ _NO_TIME = 1 << 63
 # duration tag + small value.
 _GAP_TAILS = [_CPU_TRUE + head for head in _GAP_OF.heads]
 _QUEUE_TAILS = [_CPU_TRUE + head for head in _QUEUE_OF.heads]
+_GPU_QUEUE_TAILS = [_CPU_FALSE + head for head in _QUEUE_OF.heads]
 _CTRL_HEADS = [NODE_CTRL + _SMALL[k] for k in range(11)]
 _START_LOW14 = [NODE_START + low for low in _LOW14]
 _DUR_SMALL = [NODE_DUR + v for v in _SMALL]
@@ -151,7 +152,8 @@ class NodeEncoder:
                 name, node_type = it.kind, _COMP
                 owner = it.owner
                 v = ids[owner] if 0 <= owner < n_ids else varint(owner)
-                tail = (_GAP_TAILS if name != QUEUE else _QUEUE_TAILS)[len(v)] + v
+                tails = _GAP_TAILS if name != QUEUE else (_GPU_QUEUE_TAILS if it.on_gpu else _QUEUE_TAILS)
+                tail = tails[len(v)] + v
             elif op.kind == META:
                 self._t_lo, self.t_hi = t_lo, t_hi
                 emit(self._meta(it, op))

@@ -143,6 +143,7 @@ def add_gpu_ops(ops: dict[int, Op], kf: KinetoFile, ext_to_op: dict[int, Op], st
     for lst in by_thread.values():
         lst.sort(key=lambda o: (o.ts, -o.end))
     starts = {k: [o.ts for o in v] for k, v in by_thread.items()}
+    recorded_by = _graph_recorders(kf, runtime_by_corr, stats)
     for e in sorted(kf.gpu, key=lambda e: (e.ts, e.end)):
         args = e.args
         op = Op(next_id, e.name, 0, GPU)
@@ -153,7 +154,12 @@ def add_gpu_ops(ops: dict[int, Op], kf: KinetoFile, ext_to_op: dict[int, Op], st
         op.thread = ("stream", op.device, op.stream)
         runtime = runtime_by_corr.get(args.get("correlation"))
         ext = runtime.args.get("External id") if runtime is not None else args.get("External id")
+        recorder = recorded_by.get(id(e))
+        if recorder is not None:  # replayed by cudaGraphLaunch: the call that recorded it in the capture
+            ext = recorder.args.get("External id")
         launcher: Optional[Op] = ext_to_op.get(ext) if ext is not None else None
+        if launcher is None and recorder is not None and recorder.tid in by_thread:
+            launcher = _innermost(by_thread[recorder.tid], starts[recorder.tid], recorder.ts)
         if launcher is None and runtime is not None and runtime.tid in by_thread:
             launcher = _innermost(by_thread[runtime.tid], starts[runtime.tid], runtime.ts)
         if launcher is None:
@@ -166,4 +172,80 @@ def add_gpu_ops(ops: dict[int, Op], kf: KinetoFile, ext_to_op: dict[int, Op], st
         out.append(op)
     stats["gpu_ops"] = len(out)
     stats["gpu_ops_without_launcher"] = no_launcher
+    return out
+
+
+#: Runtime/driver calls that put one kernel, memset or memcpy on a stream; while the stream is
+#: being captured they record a graph node instead, which every `cudaGraphLaunch` replays.
+_KERNEL_CALLS = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                           "cudaLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel"})  # fmt: skip
+_MEMSET_CALLS = frozenset({"cudaMemsetAsync", "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async"})
+_MEMCPY_CALLS = frozenset({"cudaMemcpyAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"})
+_GRAPH_LAUNCH = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+
+
+def _call_class(name: str) -> Optional[str]:
+    if name in _KERNEL_CALLS:
+        return "kernel"
+    if name in _MEMSET_CALLS:
+        return "gpu_memset"
+    if name in _MEMCPY_CALLS:
+        return "gpu_memcpy"
+    return None
+
+
+def _graph_recorders(kf: KinetoFile, runtime_by_corr: dict, stats: dict[str, Any]) -> dict[int, Any]:
+    """id(GPU event) -> the runtime call that recorded it, for work replayed by a CUDA graph.
+
+    A graph's replayed kernels carry the correlation of the `cudaGraphLaunch`, and Kineto keeps no
+    graph node id, so they are matched by order: the k-th kernel (memset, memcpy) a launch ran is
+    the k-th kernel launch (memset, memcpy call) issued between `cudaStreamBeginCapture` and
+    `cudaStreamEndCapture` (on any thread: autograd's thread records the backward kernels into
+    the same capturing stream). That holds for a graph captured from one stream (a chain). The
+    capture used is the latest one before the launch whose counts per class equal the launch's; a
+    launch that fits none keeps its cudaGraphLaunch as launcher.
+    """
+    launches = {c: r for c, r in runtime_by_corr.items() if r.name in _GRAPH_LAUNCH}
+    if not launches:
+        return {}
+    rt = sorted(kf.runtime, key=lambda r: r.ts)
+    captures: list[tuple[int, dict[str, list]]] = []  # (end of capture, class -> calls in order)
+    calls: Optional[dict[str, list]] = None
+    for r in rt:
+        if r.name in ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture"):
+            calls = {"kernel": [], "gpu_memset": [], "gpu_memcpy": []}
+        elif r.name in ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"):
+            if calls is not None:
+                captures.append((r.end, calls))
+            calls = None
+        elif calls is not None:  # any thread: backward records its kernels from the autograd thread
+            cls = _call_class(r.name)
+            if cls is not None:
+                calls[cls].append(r)
+    replayed: dict[Any, dict[str, list]] = {}
+    for e in kf.gpu:
+        c = e.args.get("correlation")
+        if c in launches:
+            replayed.setdefault(c, {}).setdefault(e.cat, []).append(e)
+    out: dict[int, Any] = {}
+    matched = unmatched = 0
+    for c, by_cls in replayed.items():
+        counts = {k: len(v) for k, v in by_cls.items()}
+        t = launches[c].ts
+        fit = None
+        for end, recorded in reversed(captures):
+            if end <= t and all(len(recorded.get(k, ())) == n for k, n in counts.items()):
+                fit = recorded
+                break
+        if fit is None:
+            unmatched += sum(counts.values())
+            continue
+        for cls, evs in by_cls.items():
+            evs.sort(key=lambda e: (e.ts, e.end))
+            for ev, call in zip(evs, fit[cls]):
+                out[id(ev)] = call
+            matched += len(evs)
+    stats["graph_launches"] = len(replayed)
+    stats["graph_ops_attributed"] = matched
+    stats["graph_ops_unattributed"] = unmatched
     return out
