@@ -133,9 +133,7 @@ def test_gpu_etplus_gives_the_same_nodes_and_dependencies(samples_dir, tmp_path)
     memsets = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memset"]
     assert len(memsets) == 50
     syncs = ("cudaDeviceSynchronize", "cudaStreamSynchronize")
-    doc["traceEvents"] = [
-        e for e in doc["traceEvents"] if e.get("cat") != "gpu_memset" and e.get("name") not in syncs
-    ]
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_memset" and e.get("name") not in syncs]
     kineto = tmp_path / "kineto.json"
     kineto.write_bytes(orjson.dumps(doc))
     (own,) = convert_files([run / "et.json.gz"], [kineto], tmp_path / "own")
