@@ -37,8 +37,6 @@ import gzip
 import json
 import os
 import shutil
-import socket
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -51,6 +49,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from record_pytorch import _free_port, _summary  # the CPU recorder's step statistics and ports
 from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
 
 VARIANTS = ("fp32", "amp", "fused", "foreach", "ddp2", "cudagraph", "compile")
@@ -106,17 +105,6 @@ class GPT(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         return self.head(self.ln_f(x))
-
-
-def _median(xs: list[float]) -> Optional[float]:
-    return statistics.median(xs) if xs else None
-
-
-def _summary(xs: list[float]) -> dict[str, Any]:
-    if not xs:
-        return {"n": 0}
-    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
-    return {"median": statistics.median(xs), "p25": q[0], "p75": q[2], "min": min(xs), "n": len(xs)}
 
 
 def _gzip_into(src: Path, dst: Path) -> None:
@@ -333,12 +321,6 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str, args: argparse.N
         dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _gpu_info() -> dict[str, Any]:
