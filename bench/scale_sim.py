@@ -36,21 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tools.truthcases
-from tools.truthcases import find_binaries, finish_cycles  # noqa: E402
-
-RT_SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 50,
-    "boost-mode": 0,
-}
+from tools.truthcases import BASE_SYSTEM, find_binaries, finish_cycles  # noqa: E402
 
 # Run in a child: simulate from the PREFIX, print wall seconds, peak RSS and every rank's finish.
 OURS = """
@@ -97,7 +83,7 @@ def write_case(tmp: Path, shape: str, n: int) -> tuple[Path, Path, Path, Path]:
         f"topology: {json.dumps(topo)}\nnpus_count: {json.dumps(counts)}\n"
         f"bandwidth: {json.dumps([50.0] * k)}\nlatency: {json.dumps([500.0] * k)}\n"
     )
-    system.write_text(json.dumps(RT_SYSTEM))
+    system.write_text(json.dumps(BASE_SYSTEM))
     memory.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
     return prefix, net, system, memory
 
