@@ -55,6 +55,14 @@ def _edit_io(node: pb.Node, which: str, edit: Callable[[list], bool]) -> bool:
     return changed
 
 
+def _rank_tensors(g: Any) -> tuple[list, list, dict, dict]:
+    """A rank's operators in order, their tensor uses, the allocations and each one's role."""
+    nodes = list(g.nodes.values())
+    uses = uses_of(nodes, str(g.trace.path or f"rank {g.rank}"))
+    allocs = allocations(uses)
+    return nodes, uses, allocs, classify(uses, allocs)
+
+
 def activation_checkpointing(traces: Sequence[Trace]) -> Any:
     from chakra.whatif.recipes import _finish, clone
     from chakra.whatif.transforms import graphs
@@ -62,10 +70,7 @@ def activation_checkpointing(traces: Sequence[Trace]) -> Any:
     gs = graphs(clone(traces))
     saved = recomputed_us = 0
     for g in gs:
-        nodes = list(g.nodes.values())
-        uses = uses_of(nodes, str(g.trace.path or f"rank {g.rank}"))
-        allocs = allocations(uses)
-        roles = classify(uses, allocs)
+        nodes, uses, allocs, roles = _rank_tensors(g)
         bwd = inside(uses, BACKWARD)
         opt = inside(uses, OPTIMIZER)
         acts = {key for key, role in roles.items() if role == "activation"}
@@ -144,10 +149,7 @@ def zero(traces: Sequence[Trace], *, stage: int, ranks: Optional[int] = None) ->
     gs = graphs(clone(traces))
     before = after = 0
     for g in gs:
-        nodes = list(g.nodes.values())
-        uses = uses_of(nodes, str(g.trace.path or f"rank {g.rank}"))
-        allocs = allocations(uses)
-        roles = classify(uses, allocs)
+        nodes, uses, allocs, roles = _rank_tensors(g)
         shard = {key for key, role in roles.items() if role in SHARDED[stage]}
         before += sum(allocs[k].nbytes for k in shard)
 
