@@ -277,6 +277,18 @@ def _wanted(collective: str, p: int, c: int) -> list[dict[int, frozenset]]:
     return [{s * p + r: frozenset([s]) for s in range(p)} for r in range(p)]
 
 
+def reduced_receives(alg: Algorithm) -> set[tuple[int, int]]:
+    """(rank, recv id) of the receives a COMP node depending on them reduces into the buffer (the
+    other receives copy)."""
+    out = set()
+    for r, ops in enumerate(alg.ranks):
+        recv_ids = {op.id for op in ops if op.kind == RECV}
+        for op in ops:
+            if op.kind == COMP:
+                out.update((r, d) for d in op.deps if d in recv_ids)
+    return out
+
+
 def check(alg: Algorithm, collective: Optional[str] = None) -> Report:
     """Deadlock freedom always; the data moved when the chunks are named (see module doc)."""
     report = Report()
@@ -295,13 +307,7 @@ def check(alg: Algorithm, collective: Optional[str] = None) -> Report:
         return report
     c = alg.chunk_count if coll != "all-to-all" else p * p
     reducing = coll in ("all-reduce", "reduce-scatter")
-    # a receive followed by a COMP node that depends on it is reduced into the buffer; others copy
-    reduced = set()
-    for r, ops in enumerate(alg.ranks):
-        recvs = {op.id for op in ops if op.kind == RECV}
-        for op in ops:
-            if op.kind == COMP:
-                reduced.update((r, d) for d in op.deps if d in recvs)
+    reduced = reduced_receives(alg)
     # state after each node = the rank's input, then every ancestor's effect on it (a node sees only
     # what its dependencies guarantee has happened, whatever the timing)
     after: dict[tuple[int, int], dict[int, frozenset]] = {}

@@ -11,7 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
-from chakra.collective_algorithm import COMP, RECV, SEND, Algorithm, Report, global_order, match_messages
+from chakra.collective_algorithm import (
+    RECV,
+    SEND,
+    Algorithm,
+    Report,
+    global_order,
+    match_messages,
+    reduced_receives,
+)
 from chakra.errors import InputError
 from chakra.io import atomic_output
 from chakra.units import fmt_bytes
@@ -43,23 +51,12 @@ def steps(alg: Algorithm) -> list[tuple[int, int, int, object]]:
     return out
 
 
-def reduces(alg: Algorithm) -> set[tuple[int, int]]:
-    """(rank, recv id) of receives followed by a reduction."""
-    out = set()
-    for r, ops in enumerate(alg.ranks):
-        recv_ids = {op.id for op in ops if op.kind == RECV}
-        for op in ops:
-            if op.kind == COMP:
-                out.update((r, d) for d in op.deps if d in recv_ids)
-    return out
-
-
 def dot_source(alg: Algorithm) -> str:
     msgs = steps(alg)
     p = alg.size
     rows = (max(s for s, *_ in msgs) + 2) if msgs else 1
     pairs = match_messages(alg, Report())
-    reduced = reduces(alg)
+    reduced = reduced_receives(alg)
     title = f"{alg.name or 'algorithm'}: {alg.collective or 'collective'} on {p} ranks, {len(msgs)} messages"
     lines = [
         "digraph collective {",
