@@ -184,8 +184,9 @@ SWEEP_GRID = (
     "network: {topology: Ring, npus_count: 8, bandwidth: 50, latency: 500}\n"
     "product:\n"
     f"  network.bandwidth: [{', '.join(str(b) for b in range(1, 31))}]\n"
-    "  network.latency: [100, 300, 500, 700, 900]\n"
+    f"  network.latency: [{', '.join(str(t) for t in range(100, 2100, 100))}]\n"
 )
+SWEEP_POINTS = 30 * 20  # enough work that the first flush comes seconds before the last point
 
 
 @pytest.mark.slow
@@ -200,12 +201,10 @@ def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
     seen: set[int] = set()
     started: dict[str, float] = {}
 
-    def running(pid: int) -> bool:  # points finishing (a first flush), then a seeded moment more
-        import time
-
+    def running(pid: int) -> bool:  # points finishing (a first flush), then a short seeded moment more
         if (tmp_path / "r.parquet").exists():
             started.setdefault("t", time.monotonic())
-            return time.monotonic() - started["t"] > random.Random(SEED).uniform(0.0, 1.0)
+            return time.monotonic() - started["t"] > random.Random(SEED).uniform(0.0, 0.3)
         return False
 
     os.environ["CHAKRA_SWEEP_FLUSH_S"] = "1"
@@ -220,7 +219,7 @@ def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
         assert not wait_gone(seen, 15), "scheduler or workers outlived the interrupted sweep"
         kept = pa.read_table(tmp_path / "r.parquet").to_pylist()
         done = {r["point_id"] for r in kept if r["scope"] == "overall"}
-        assert 0 < len(done) < 150, len(done)
+        assert 0 < len(done) < SWEEP_POINTS, len(done)
         assert all(r["status"] == "ok" for r in kept)
         assert temp_files(tmp_path) == []
         again = chakra(*args, "--json", timeout=180)
@@ -228,8 +227,8 @@ def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
         import orjson
 
         summary = orjson.loads(again.stdout)
-        assert summary["skipped"] == len(done) and summary["ran"] == 150 - len(done)
+        assert summary["skipped"] == len(done) and summary["ran"] == SWEEP_POINTS - len(done)
         rows = [r for r in pa.read_table(tmp_path / "r.parquet").to_pylist() if r["scope"] == "overall"]
-        assert len(rows) == 150 and len({r["point_id"] for r in rows}) == 150
+        assert len(rows) == SWEEP_POINTS and len({r["point_id"] for r in rows}) == SWEEP_POINTS
     finally:
         _kill_group(run.pid)
