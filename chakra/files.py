@@ -168,32 +168,51 @@ def _is_zombie(pid: int) -> bool:
     return state in (b"Z", b"X")
 
 
+# folder -> the names in it that look like this host's temporary files, from one listing per
+# process: a command writing N outputs into one folder (16,384 rank files) must not list it N times.
+# Files a process of this program leaves later are found by the next command.
+_TEMP_NAMES: dict[str, list[str]] = {}
+
+
+def _temp_names(parent: Path) -> list[str]:
+    key = os.path.abspath(parent)
+    names = _TEMP_NAMES.get(key)
+    if names is None:
+        try:
+            with os.scandir(parent) as entries:
+                names = []
+                for entry in entries:
+                    m = _TEMP_RE.search(entry.name)
+                    if m is not None and m.group("host") == _HOST:
+                        names.append(entry.name)
+        except OSError:
+            return []
+        _TEMP_NAMES[key] = names
+    return names
+
+
 def stale_temps(path: PathLike) -> Iterator[Path]:
     """Temporary files of output `path` left by processes of this program that are gone."""
     path = Path(path)
     stem = _temp_stem(path)
     parent = path.parent if str(path.parent) else Path(".")
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return
     uid = os.geteuid() if hasattr(os, "geteuid") else None
-    for entry in entries:
+    for name in _temp_names(parent):
         # A temporary file of this output, or one written atomically in turn by a worker process
         # (`..NAME.chakra-H-P-R.tmp.chakra-H-P2-R2.tmp`): the last process named must be gone.
-        if not (entry.name.startswith(stem) or entry.name.startswith("." + stem)):
+        if not (name.startswith(stem) or name.startswith("." + stem)):
             continue
-        m = _TEMP_RE.search(entry.name)
-        if m is None or m.group("host") != _HOST:
-            continue
+        m = _TEMP_RE.search(name)
+        assert m is not None
+        full = parent / name
         try:
-            st = entry.stat(follow_symlinks=False)
+            st = os.stat(full, follow_symlinks=False)
         except OSError:
             continue
         if not stat.S_ISREG(st.st_mode) or (uid is not None and st.st_uid != uid):
             continue
         if _process_gone(int(m.group("pid"))):
-            yield Path(entry.path)
+            yield full
 
 
 def remove_stale_temps(path: PathLike) -> int:

@@ -238,7 +238,7 @@ class _Builder:
                 if memo is not None:
                     memo[framed[j]] = (0, 0, 0, None)  # type: ignore[index]
                 continue
-            _check_values(self.path, n, found)
+            check_attr_values(self.path, n, found)
             v = found.get("is_cpu_op")
             is_cpu[j] = 1 if v and not isinstance(v, (list, str, bytes)) else 0
             num_ops[j] = as_int(found.get("num_ops"), 0)
@@ -366,7 +366,7 @@ class _Builder:
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _check_values(path: Optional[Path], node: Any, found: dict[str, Any]) -> None:
+def check_attr_values(path: Optional[Path], node: Any, found: dict[str, Any]) -> None:
     """Refuse attribute values the simulator cannot use as numbers: NaN, infinities, > int64."""
     for name, v in found.items():
         t = type(v)

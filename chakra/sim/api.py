@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ import numpy as np
 
 from chakra.commgroups import groups_beside, read_comm_groups
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import GZIP_MAGIC, atomic_output, expand_trace_args, input_file_errors, is_json_file, read_trace
+from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
 from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
 from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
@@ -178,49 +177,6 @@ def _resolve_policy(policy: Union[str, Callable, None]) -> Optional[Callable]:
     if getter is None:
         raise ConfigError(f"unknown scheduling policy {policy!r} (built in: 'id'; or pass a callable)")
     return getter(policy)
-
-
-def _varint(data: bytes) -> tuple[int, int]:
-    """(value, bytes used) of the varint at the start of `data`; (-1, 0) when it is cut short."""
-    value = shift = 0
-    for k, b in enumerate(data[:10]):
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, k + 1
-        shift += 7
-    return -1, 0
-
-
-def _file_digest(path: Path) -> bytes:
-    """What the simulation reads of a rank file, hashed: for a plain `.et`, every node after the
-    GlobalMetadata message (which the simulator never uses, and which names the rank, so that
-    SPMD ranks differ there only); the whole file otherwise (compressed, JSON)."""
-    h = hashlib.blake2b(digest_size=20)
-    with input_file_errors(path), open(path, "rb") as f:
-        block = f.read(1 << 22)
-        if block and block[:2] != GZIP_MAGIC and block[:1] not in (b"{", b"["):
-            length, used = _varint(block)
-            if length >= 0 and used + length <= len(block) and _metadata_decodes(block[used : used + length]):
-                block = block[used + length :]
-                h.update(b"nodes:")
-        while block:
-            h.update(block)
-            block = f.read(1 << 22)
-    return h.digest()
-
-
-def _metadata_decodes(payload: bytes) -> bool:
-    """Whether a file's first message is a GlobalMetadata. One that is not keeps the whole file
-    in the digest: that file is then indexed on its own, and its reader names what is wrong."""
-    from google.protobuf.message import DecodeError
-
-    from chakra.schema import pb
-
-    try:
-        pb.GlobalMetadata().ParseFromString(payload)
-    except DecodeError:
-        return False
-    return True
 
 
 def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -> list[tuple[int, Any]]:
@@ -446,19 +402,29 @@ def _prepare(traces: Any, network: Any, system: Any, memory: Any, opts: SimOptio
 
 def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     """One engine per rank, one rank at a time: index, compile, drop the index. Byte-identical
-    rank files (SPMD traces) are indexed once and share the compiled read-only arrays."""
+    rank files (SPMD traces) are indexed once and share the compiled read-only arrays; files that
+    differ from an earlier one in a few communication attributes only share them too, with their
+    own communication rows (`chakra.sim.twins`)."""
+    from chakra.sim.twins import Twins, file_digest, node_messages
+    from chakra.sim.twins import digest as nodes_digest
+
     caps = setup.caps
     slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
     engines: list[RankEngine] = []
     by_digest: dict[bytes, RankEngine] = {}
+    twins = Twins()
     memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
     names = opts.log_path is not None
     for rank, src in setup.sources:
-        digest = _file_digest(src) if not isinstance(src, Trace) else None
-        first = by_digest.get(digest) if digest is not None else None
-        if first is not None and first.shareable:
-            engines.append(first.for_rank(rank, str(src)))
-        else:
+        framed = node_messages(src) if not isinstance(src, Trace) else None
+        engine = twins.derive(rank, src, framed) if framed is not None else None
+        digest = None
+        if engine is None and not isinstance(src, Trace):
+            digest = nodes_digest(framed) if framed is not None else file_digest(src)
+            first = by_digest.get(digest)
+            if first is not None and first.shareable:
+                engine = first.for_rank(rank, str(src))
+        if engine is None:
             table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo)
             for text in table.metadata_inputs:
                 setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
@@ -466,10 +432,12 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
                 rank, table, system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=names,
                 slots=slot_caps,
             )  # fmt: skip
-            del table
-            engines.append(engine)
             if digest is not None:
                 by_digest.setdefault(digest, engine)
+            if framed is not None:
+                twins.add(engine, framed, table)
+            del table
+        engines.append(engine)
         if opts.progress is not None:
             opts.progress(len(engines), setup.n)
     resolved: dict[int, dict] = {}

@@ -158,7 +158,7 @@ class RankEngine:
                     kind[row] = K_REPLAY
                     delay[row] = replay_ns[row]
                     continue
-                info[row] = self._p2p_info(k, attrs, f"{self.path} node {int(table.ids[row])}")
+                info[row] = self._p2p_info(k, attrs, row)
             elif k == K_MEM:
                 loc = attrs.get("tensor_loc")
                 local = loc in (0, "local", "LOCAL", "Local") or (isinstance(loc, str) and loc.lower() == "local")
@@ -201,8 +201,8 @@ class RankEngine:
         # members are filled in by resolve_groups once every rank's METADATA is known
         return (ctype, max(0, _int(attrs.get("comm_size"), 0)), pg, (), inv_t)
 
-    def _p2p_info(self, k: int, attrs: dict, where: str) -> tuple:
-        """(peer, tag, size) of a send or receive, which must name this rank as its own end."""
+    def _p2p_info(self, k: int, attrs: dict, row: int) -> tuple:
+        """(peer, tag, size) of the send or receive at `row`, which must name this rank as its own end."""
         rank = self.rank
         if k == K_SEND:
             node, verb, peer_key, own_key = "COMM_SEND_NODE", "send", "comm_dst", "comm_src"
@@ -210,9 +210,10 @@ class RankEngine:
             node, verb, peer_key, own_key = "COMM_RECV_NODE", "recv", "comm_src", "comm_dst"
         peer = _int(attrs.get(peer_key), None)
         own = _int(attrs.get(own_key), rank)
-        if peer is None:
-            raise ConfigError(f"{where}: {node} without {peer_key}")
-        if own != rank:
+        if peer is None or own != rank:
+            where = f"{self.path} node {int(self.ids[row])}"
+            if peer is None:
+                raise ConfigError(f"{where}: {node} without {peer_key}")
             raise ConfigError(f"{where}: {verb} with {own_key}={own} in rank {rank}'s trace")
         return (peer, _int(attrs.get("comm_tag"), 0), max(0, _int(attrs.get("comm_size"), 0)))
 
@@ -283,6 +284,38 @@ class RankEngine:
         if path is not None:
             other.path = path
         other._reset()
+        return other
+
+    def twin(
+        self, rank: int, path: str, changed: dict[int, dict[str, Any]], seen: Optional[dict[int, tuple]] = None
+    ) -> Optional[RankEngine]:
+        """Another rank whose trace is this one's except for the communication attributes of a few
+        rows (`changed`: row -> its new sparse attributes): peers, tags, sizes, process groups, as
+        the ranks of one pipeline stage differ. Shares every structural array, with its own `info`;
+        None when a change is not of that kind (the caller then compiles the rank's own file).
+        `seen`: collective attribute dicts already read (by id; the members of a group share them)."""
+        other = self.for_rank(rank, path)
+        other.shareable = self.shareable
+        info = dict(self.info)
+        other.info = info
+        seen = {} if seen is None else seen
+        for row, attrs in changed.items():
+            k = self.kind[row]
+            item = info.get(row)
+            if item is None or row in self.peers:
+                return None
+            if k == K_COLL:
+                known = seen.get(id(attrs))
+                if known is None or known[0] is not attrs:
+                    known = seen[id(attrs)] = (attrs, other._coll_info(attrs, False))
+                got = known[1]
+                if got is None or got[0] != item[0] or got[4] != item[4]:
+                    return None
+                info[row] = got
+            elif k in (K_SEND, K_RECV):
+                info[row] = other._p2p_info(k, attrs, row)
+            else:
+                return None
         return other
 
     def resolve_groups(self, groups: GroupTable, done: dict[int, dict]) -> None:

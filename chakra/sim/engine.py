@@ -36,7 +36,7 @@ from chakra.sim.compiler import (  # noqa: F401 (re-exported: the kind codes are
     needs_live,
     runs_in_lines,
 )
-from chakra.sim.core import Clock, Completion, SimDeadlock
+from chakra.sim.core import BATCH, Clock, Completion, SimDeadlock
 from chakra.sim.messages import Messenger
 from chakra.sim.rendezvous import Rendezvous
 
@@ -103,6 +103,9 @@ class Simulation:
         log = self.log
         policy = self.policy
         complete_at_rank = clock.complete_at_rank
+        batches = clock.batches
+        heap = clock.heap
+        nxt = clock.nxt
         # A queued remote-memory request is served when the one ahead of it completes: ASTRA-sim
         # books its completion then, in the batch of the rank whose request completed (see
         # Clock.at_rank), which decides the order of same-ns events later on.
@@ -117,15 +120,11 @@ class Simulation:
             if nxt_req is not None:
                 clock.at_rank(r, end - clock.now, serve, nxt_req)
 
-        events = 0
-
         def on_node(t: int, r: int, row: int) -> None:
-            nonlocal events
             e = engines[r]
             ready = e.ready
             busy = e.busy
             if row >= 0:  # a completion: free its slot, release its children
-                events += 1
                 e.end[row] = t
                 s = e.slot[row]
                 if s != S_FREE:
@@ -182,7 +181,15 @@ class Simulation:
                     log(("issue", r, t, int(e.ids[x]), e.names[x] if e.names else ""))
                 k = kind[x]
                 if k <= K_CPU or k >= K_ZERO:
-                    complete_at_rank(r, t + delay[x], x)
+                    # clock.complete_at_rank, inlined (the hot path)
+                    end = t + delay[x]
+                    key = (r, end)
+                    batch = batches.get(key)
+                    if batch is None:
+                        batches[key] = [x]
+                        push(heap, (end, nxt(), BATCH, key))
+                    else:
+                        batch.append(x)
                 elif k == K_COLL:
                     join(r, x)
                 elif k == K_SEND:
@@ -206,7 +213,7 @@ class Simulation:
         for r in range(len(engines)):
             clock.schedule(0, r, -1)  # kick: issue the initially ready nodes
         clock.run(on_node)
-        self.events = events
+        self.events = sum(e.n - e.remaining for e in engines)  # nodes completed
         if messenger.mismatched:
             self.warnings.append(
                 f"send/recv of different sizes ({len(messenger.mismatched)} pair(s)): ASTRA-sim never matches them "

@@ -34,7 +34,7 @@ def _what(ctype: int, size: int, per_peer: bool) -> str:
 
 
 class Rendezvous:
-    __slots__ = ("engines", "model", "clock", "messenger", "live", "pending")
+    __slots__ = ("engines", "model", "clock", "messenger", "live", "pending", "takes_peers", "takes_issue_order")
 
     def __init__(self, engines: list, model: Any, clock: Clock, messenger: Messenger, live: bool) -> None:
         self.engines = engines
@@ -45,13 +45,16 @@ class Rendezvous:
         # (pg, seq) -> [type, size, [(rank, row), ...], live run or None, members finished, members,
         # rank -> (send, receive) byte lists of an all-to-all with per-peer sizes, else None]
         self.pending: dict[tuple, list] = {}
+        # what the collective model understands (a caller's model may not)
+        self.takes_peers = bool(getattr(model, "takes_peers", False))
+        self.takes_issue_order = bool(getattr(model, "takes_issue_order", False))
 
     def join(self, r: int, x: int) -> None:
         """Rank r issues its collective node x now."""
         e = self.engines[r]
         ctype, size, pg, members, inv = e.info[x]
         # an all-to-all with per-peer sizes: members' totals differ, their byte lists say it all
-        lists = e.peers.get(x) if getattr(self.model, "takes_peers", False) else None
+        lists = e.peers.get(x) if self.takes_peers else None
         sq = e.coll_seq.get(pg, 0)
         e.coll_seq[pg] = sq + 1
         key = (pg, sq)
@@ -96,7 +99,7 @@ class Rendezvous:
             rows = dict(p[2])
             starts = [self.engines[m].start[rows[m]] for m in members]
             more = {"peers": tuple(p[6][m] for m in members)} if p[6] is not None else {}
-            if getattr(self.model, "takes_issue_order", False):
+            if self.takes_issue_order:
                 ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]], **more)
             else:
                 ends = self.model.finish(ctype, size, members, inv, starts, **more)
