@@ -203,6 +203,7 @@ class _Planner:
             defined.update(metadata_groups(t.nodes))
         defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
         self.defined = defined
+        self.clean_compute: set[bytes] = set()  # serialized compute nodes that raised nothing
 
     def fix(self, rank: int, node: pb.Node) -> Fix:
         return self.fixes[rank].setdefault(node.id, Fix())
@@ -303,8 +304,11 @@ class _Planner:
                     "an idle node (one 0 us compute node)",
                 )
             bad = 0
+            later = False  # a dependency on a later id: only then can there be a cycle
             for n in sorted(t.nodes, key=lambda n: n.id):
                 for d in (*n.data_deps, *n.ctrl_deps):
+                    if d > n.id:
+                        later = True
                     if d == n.id:
                         self.counts["self-dependencies removed"] += 1
                         self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
@@ -320,7 +324,8 @@ class _Planner:
                             )
                 self.node(r, n, rename, members, colls, sends, recvs)
             by_id = None
-            for child, parent in cycle_breaking_edges(t.nodes):
+            # every dependency on an earlier id (or the node itself, reported above): a DAG
+            for child, parent in cycle_breaking_edges(t.nodes) if later else ():
                 by_id = by_id or t.by_id()
                 node = by_id[child]
                 self.fix(r, node).drop_deps.add(parent)
@@ -399,6 +404,14 @@ class _Planner:
 
     def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
         t = n.type
+        # A compute node's checks depend on its content and the configs only: one that raised
+        # nothing on one rank raises nothing on the next (SPMD ranks repeat them byte for byte).
+        clean_key = None
+        if t == NodeType.COMP_NODE:
+            clean_key = n.SerializeToString()
+            if clean_key in self.clean_compute:
+                return
+            issues = len(self.issues)
         if t == NodeType.METADATA_NODE:
             self.counts["METADATA nodes dropped"] += 1
             self.add(
@@ -422,6 +435,8 @@ class _Planner:
                 )
         if t == NodeType.COMP_NODE:
             self.compute(r, n)
+            if len(self.issues) == issues:
+                self.clean_compute.add(clean_key)
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and r not in self.memory_ranks:
             self.memory_ranks.add(r)
             self.add(

@@ -233,7 +233,11 @@ def test_every_generated_kind_finishes_as_on_astrasim(run_cli, tmp_path, backend
             f"--network-configuration={tmp_path / 'net.yml'}",
             f"--remote-memory-configuration={tmp_path / 'mem.json'}",
         ]
-        proc = subprocess.run([str(BIN / BINARY_NAMES[backend]), *args], capture_output=True, text=True, timeout=60)
+        # its log folder (log/log.log) goes under tmp_path, not into the directory the suite runs in
+        proc = subprocess.run(
+            [str(BIN / BINARY_NAMES[backend]), *args, f"--logging-folder={tmp_path / 'log'}"],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        )  # fmt: skip
         truth = finish_cycles(proc.stdout)
         assert sorted(truth) == list(range(8)), (kind, proc.stdout[-500:])
         res = run_cli(
