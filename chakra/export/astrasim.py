@@ -50,7 +50,7 @@ from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
-from chakra.schema.attrs import attr_value, get_attr, misplaced_attrs, set_attr
+from chakra.schema.attrs import get_attr, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.trace import Trace, rank_set_problem
@@ -204,6 +204,22 @@ class _Planner:
         defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
         self.defined = defined
         self.clean_compute: set[bytes] = set()  # serialized compute nodes that raised nothing
+        self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
+        self._values: dict[str, Any] = {}
+        self._misplaced: list[tuple[str, str, str]] = []
+
+    def get(self, n: pb.Node, name: str, default: Any = None) -> Any:
+        """`get_attr` of a node, its attributes read once for all the checks of the node."""
+        if self._node is not n:
+            self._node = n
+            self._values, self._misplaced = read_attrs(n)
+        value = self._values.get(name)
+        return default if value is None else value
+
+    def misplaced(self, n: pb.Node) -> list[tuple[str, str, str]]:
+        """`misplaced_attrs` of a node, from the same reading as `get`."""
+        self.get(n, "")
+        return self._misplaced
 
     def fix(self, rank: int, node: pb.Node) -> Fix:
         return self.fixes[rank].setdefault(node.id, Fix())
@@ -421,9 +437,9 @@ class _Planner:
         if t not in KNOWN_TYPES:
             self.to_compute(r, n, "unknown-type", f"node type {node_type_name(t)} (ASTRA-sim exits)")
             return
-        for name, found, expected in misplaced_attrs(n):
+        for name, found, expected in self.misplaced(n):
             if found != "none":
-                self.fix(r, n).attrs[name] = attr_value(next(a for a in n.attr if a.name == name))
+                self.fix(r, n).attrs[name] = self.get(n, name)
                 self.counts["attribute arm corrected"] += 1
                 self.add(
                     r,
@@ -450,14 +466,14 @@ class _Planner:
             )
         if t not in COMM:
             return
-        if get_attr(n, "is_cpu_op") is True:
+        if self.get(n, "is_cpu_op") is True:
             self.fix(r, n).attrs["is_cpu_op"] = False
             self.counts["is_cpu_op cleared on comm nodes"] += 1
             self.add(r, n, "comm-on-cpu", "comm node with is_cpu_op=true (ASTRA-sim throws)", "is_cpu_op=false")
         if t == NodeType.COMM_COLL_NODE:
             self.collective(r, n, rename, members, colls)
             return
-        src, dst, size = get_attr(n, "comm_src"), get_attr(n, "comm_dst"), get_attr(n, "comm_size")
+        src, dst, size = self.get(n, "comm_src"), self.get(n, "comm_dst"), self.get(n, "comm_size")
         if not all(isinstance(v, int) for v in (src, dst, size)):
             self.to_compute(r, n, "p2p-attrs", "send/recv without integer comm_src, comm_dst and comm_size")
             return
@@ -475,11 +491,11 @@ class _Planner:
             self.counts["zero-byte send/recv set to 1 byte"] += 1
             self.add(r, n, "p2p-zero-size", "0-byte send/recv (ASTRA-sim asserts chunk_size > 0)", "comm_size 1")
             size = 1
-        key = (src, dst, int(get_attr(n, "comm_tag", 0) or 0))
+        key = (src, dst, int(self.get(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
 
     def compute(self, r: int, n: pb.Node) -> None:
-        if get_attr(n, "is_cpu_op") is True:
+        if self.get(n, "is_cpu_op") is True:
             self.fix(r, n).attrs["is_cpu_op"] = False
             self.counts["is_cpu_op cleared on compute nodes"] += 1
             self.add(
@@ -492,7 +508,7 @@ class _Planner:
             )
         if not self.sysc.roofline_enabled:
             return
-        ops, size = get_attr(n, "num_ops"), get_attr(n, "tensor_size")
+        ops, size = self.get(n, "num_ops"), self.get(n, "tensor_size")
         if not isinstance(ops, int) or not isinstance(size, int) or size <= 0:
             self.fix(r, n).attrs.update(roofline_attrs(n.duration_micros, self.sysc.peak_perf))
             self.counts["num_ops/tensor_size set from the duration (roofline)"] += 1
@@ -523,11 +539,11 @@ class _Planner:
             )
 
     def collective(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict) -> None:
-        ctype, size = get_attr(n, "comm_type"), get_attr(n, "comm_size")
+        ctype, size = self.get(n, "comm_type"), self.get(n, "comm_size")
         if not isinstance(ctype, int) or not isinstance(size, int):
             self.to_compute(r, n, "coll-attrs", "collective without integer comm_type and comm_size")
             return
-        pg = str(get_attr(n, "pg_name", "") or "")
+        pg = str(self.get(n, "pg_name", "") or "")
         new_pg = rename.get(pg, pg)
         group = members.get(new_pg, ())
         if r not in group:
@@ -568,7 +584,7 @@ class _Planner:
         if len(group) < self.n and final in _IMPL_KEY:  # a replayed BROADCAST makes no plan
             self.subgroups[r][final].add(new_pg)
         elif new_pg in ("", "0"):
-            inv = get_attr(n, "involved_dim")
+            inv = self.get(n, "involved_dim")
             if isinstance(inv, list) and len(inv) < self.dims:
                 self.fix(r, n).attrs["involved_dim"] = [bool(x) for x in inv] + [False] * (self.dims - len(inv))
                 self.counts["involved_dim padded to the network's dimensions"] += 1

@@ -202,10 +202,21 @@ def attrs_dict(msg: Message) -> dict[str, Any]:
 
 def misplaced_attrs(msg: Message) -> Iterable[tuple[str, str, str]]:
     """(name, arm found, arm expected) for conventional attributes written in another arm."""
+    return read_attrs(msg)[1]
+
+
+def read_attrs(msg: Message) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """One pass over a message's attributes: {name: value} (the first of a name, as `get_attr`
+    reads it) and `misplaced_attrs`."""
+    values: dict[str, Any] = {}
+    misplaced: list[tuple[str, str, str]] = []
     for attr in msg.attr:
-        expected = CONVENTIONS.get(attr.name)
-        if expected is None:
-            continue
-        found = attr.WhichOneof("value")
-        if found != expected:
-            yield attr.name, found or "none", expected
+        name = attr.name
+        expected = CONVENTIONS.get(name)
+        if expected is not None:
+            found = attr.WhichOneof("value")
+            if found != expected:
+                misplaced.append((name, found or "none", expected))
+        if name not in values:
+            values[name] = attr_value(attr)
+    return values, misplaced
