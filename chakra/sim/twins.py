@@ -135,7 +135,9 @@ class Twins:
         no METADATA text and no dropped dependency (those the full compile reports per file)."""
         if table.file_pos is not None or table.metadata_inputs or table.dropped_deps:
             return
-        self.by_count.setdefault(len(framed), []).insert(0, _Template(engine, framed, table.sparse))
+        kept = self.by_count.setdefault(len(framed), [])
+        kept.insert(0, _Template(engine, framed, table.sparse))
+        del kept[_TRIES:]  # only the most recent are compared: older ones would only hold memory
 
     def _decode(self, framed: bytes) -> tuple[Any, Any, bool]:
         got = self.decoded.get(framed)
