@@ -27,11 +27,11 @@ def _prefix(tmp_path: Path) -> Path:
     return generate_transformer(tmp_path / "t", *SHAPE)
 
 
-def _outcome(traces, prefix: Path, **kw):
+def _outcome(traces, prefix: Path, congestion: str = "unaware", **kw):
     """Per-rank results and node times, or the error's class and text."""
     groups = json.loads(Path(f"{prefix}.comm_groups.json").read_text())
     try:
-        res = simulate(traces, NET, congestion="unaware", record_nodes=True, comm_groups=groups, **kw)
+        res = simulate(traces, NET, congestion=congestion, record_nodes=True, comm_groups=groups, **kw)
     except ChakraError as exc:
         return type(exc).__name__, str(exc)
     return res.ranks, res.node_times
@@ -45,7 +45,8 @@ def _files(prefix: Path) -> list[str]:
     return [f"{prefix}.{r}.et" for r in range(16)]
 
 
-def test_stage_ranks_are_twins_and_simulate_as_in_memory(tmp_path):
+@pytest.mark.parametrize("congestion", ["unaware", "aware"])
+def test_stage_ranks_are_twins_and_simulate_as_in_memory(tmp_path, congestion):
     prefix = _prefix(tmp_path)
     opts = SimOptions(congestion="unaware")
     engines = api._compile(api._prepare(_files(prefix), NET, None, None, opts), opts)
@@ -54,7 +55,9 @@ def test_stage_ranks_are_twins_and_simulate_as_in_memory(tmp_path):
     assert len({id(e.info) for e in engines}) == 16  # every rank its own peers and groups
     sends = [e.info[row] for e in engines for row in e.info if len(e.info[row]) == 3]
     assert len({s[0] for s in sends}) > 2  # the twins' sends name their own peers
-    assert _outcome(_files(prefix), prefix) == _outcome(_in_memory(prefix), prefix)
+    files = _outcome(_files(prefix), prefix, congestion)
+    assert files == _outcome(_in_memory(prefix), prefix, congestion)
+    assert not isinstance(files[0], str) and len(files[0]) == 16, files
 
 
 def test_a_file_differing_elsewhere_compiles_whole(tmp_path):
