@@ -10,7 +10,8 @@ Traces are written as PREFIX.<rank>.et files and simulated from the PREFIX, so t
 reading the files. By default one rank is serialised and the others are hard links (a
 data-parallel trace is the same on every rank): the simulator then indexes that content once and
 shares the read-only arrays. `--distinct` gives every rank its own file (metadata names the
-rank), which measures indexing all ranks. Reference: ASTRA-sim built on this machine took 15.6 s for
+rank); the simulator compares the nodes after the metadata, so those are indexed once too
+(before 2026-11-26 this measured indexing every rank). Reference: ASTRA-sim built on this machine took 15.6 s for
 (a) chained, 378 s for (a) queued, 590 s / 5.9 GB for (b).
 
     .venv/bin/python bench/sim_bench.py [--only a|b] [--nodes 10000] [--congestion aware] [--no-astra-sim]
@@ -183,7 +184,7 @@ def main() -> None:
     ap.add_argument(
         "--distinct",
         action="store_true",
-        help="make every rank file different, so identical rank traces are not indexed once and shared",
+        help="give every rank its own file whose metadata names it (the nodes, still the same, are indexed once)",
     )
     ap.add_argument("--congestion", choices=["unaware", "aware"], default="unaware")
     ap.add_argument("--no-astra-sim", action="store_true", help="do not run the real ASTRA-sim beside ours")
