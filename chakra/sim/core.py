@@ -2,14 +2,12 @@
 
 Everything that happens later is an entry `(time, seq, rank, payload)` on one heap; `seq` is a
 global counter, so events at the same time run in the order they were scheduled (as ASTRA-sim's
-event queue). Three kinds of entries:
+event queue). Two kinds of entries:
 
 - node completions, `rank >= 0` and `payload` = the node's row in that rank's compiled trace:
   plain tuples of ints, no per-event objects (the hot path; `run` hands them to `on_node`);
 - callbacks, `rank == -1` and `payload` = `(fn, arg)`: `fn(arg)` runs at that time (collective
-  packets, memory-bus hops, messages crossing links);
-- batches, `rank == BATCH` and `payload` = `(rank, time)`: the completions and callbacks booked
-  for one rank and time (`at_rank`, `complete_at_rank`).
+  packets, memory-bus hops, messages crossing links).
 
 `schedule` books a completion, `at` a callback; `step` runs the next entry, `run` until the heap
 is empty. The same clock drives a whole simulation and, on its own, one isolated collective.
@@ -25,7 +23,6 @@ from typing import Any, Optional
 from chakra.errors import ChakraError
 
 OnNode = Callable[[int, int, int], None]  # (time, rank, row)
-BATCH = -2  # the rank field of a heap entry that runs one rank's batch (payload: its key)
 
 
 class SimDeadlock(ChakraError):
@@ -61,7 +58,7 @@ class Clock:
             batch.append((fn, arg))
             return
         self.batches[key] = [(fn, arg)]
-        heapq.heappush(self.heap, (key[1], self.nxt(), BATCH, key))
+        heapq.heappush(self.heap, (key[1], self.nxt(), -1, (self._run_batch, key)))
 
     def complete_at_rank(self, rank: int, time: int, row: int) -> None:
         """Node `row` of `rank` completes at `time`, booked in the rank's batch for that time (as
@@ -72,7 +69,7 @@ class Clock:
             batch.append(row)
             return
         self.batches[key] = [row]
-        heapq.heappush(self.heap, (time, self.nxt(), BATCH, key))
+        heapq.heappush(self.heap, (time, self.nxt(), -1, (self._run_batch, key)))
 
     def _run_batch(self, key: tuple[int, int]) -> None:
         batch = self.batches[key]
@@ -92,10 +89,7 @@ class Clock:
             return False
         t, _, r, payload = heapq.heappop(self.heap)
         self.now = t
-        if r == BATCH:
-            self.on_node = on_node
-            self._run_batch(payload)
-        elif r < 0:
+        if r < 0:
             payload[0](payload[1])
         elif on_node is not None:
             on_node(t, r, payload)
@@ -106,26 +100,13 @@ class Clock:
         self.on_node = on_node
         heap = self.heap
         pop = heapq.heappop
-        batches = self.batches
         while heap:
             t, _, r, payload = pop(heap)
             self.now = t
-            if r >= 0:
-                on_node(t, r, payload)  # type: ignore[misc]
-            elif r == BATCH:  # Clock._run_batch, inlined: the hot path of compute completions
-                batch = batches[payload]
-                rank = payload[0]
-                i = 0
-                while i < len(batch):
-                    entry = batch[i]
-                    if entry.__class__ is int:
-                        on_node(t, rank, entry)  # type: ignore[misc]
-                    else:
-                        entry[0](entry[1])
-                    i += 1
-                del batches[payload]
-            else:
+            if r < 0:
                 payload[0](payload[1])
+            else:
+                on_node(t, r, payload)  # type: ignore[misc]
 
 
 class Completion:

@@ -36,7 +36,7 @@ from chakra.sim.compiler import (  # noqa: F401 (re-exported: the kind codes are
     needs_live,
     runs_in_lines,
 )
-from chakra.sim.core import BATCH, Clock, Completion, SimDeadlock
+from chakra.sim.core import Clock, Completion, SimDeadlock
 from chakra.sim.messages import Messenger
 from chakra.sim.rendezvous import Rendezvous
 
@@ -103,9 +103,6 @@ class Simulation:
         log = self.log
         policy = self.policy
         complete_at_rank = clock.complete_at_rank
-        batches = clock.batches
-        heap = clock.heap
-        nxt = clock.nxt
         # A queued remote-memory request is served when the one ahead of it completes: ASTRA-sim
         # books its completion then, in the batch of the rank whose request completed (see
         # Clock.at_rank), which decides the order of same-ns events later on.
@@ -181,15 +178,7 @@ class Simulation:
                     log(("issue", r, t, int(e.ids[x]), e.names[x] if e.names else ""))
                 k = kind[x]
                 if k <= K_CPU or k >= K_ZERO:
-                    # clock.complete_at_rank, inlined (the hot path)
-                    end = t + delay[x]
-                    key = (r, end)
-                    batch = batches.get(key)
-                    if batch is None:
-                        batches[key] = [x]
-                        push(heap, (end, nxt(), BATCH, key))
-                    else:
-                        batch.append(x)
+                    complete_at_rank(r, t + delay[x], x)
                 elif k == K_COLL:
                     join(r, x)
                 elif k == K_SEND:
