@@ -20,8 +20,9 @@ from typing import Any, Optional
 
 from google.protobuf.message import DecodeError
 
+from chakra.errors import TraceFormatError
 from chakra.feeder.table import MEMO_LIMIT, check_attr_values
-from chakra.io import GZIP_MAGIC, _prefix_size, input_file_errors
+from chakra.io import GZIP_MAGIC, _prefix_size, input_file_errors, iter_payload_batches
 from chakra.schema import pb
 from chakra.schema.attrs import attr_value
 from chakra.sim.compiler import RankEngine
@@ -37,50 +38,32 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
     """The framed Node messages of a plain `.et` file of at most `WHOLE_FILE_BYTES` whose first
     message is a GlobalMetadata; None for anything else (larger, compressed, JSON, damaged)."""
     with input_file_errors(path), open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES:
+        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES or not _plain(f):
             return None
-        data = f.read()
-    if data.lstrip(b" \t\r\n")[:1] in (b"{", b"[") or data[:2] == GZIP_MAGIC:
-        return None
-    framed = _frame(data)
-    if not framed:
-        return None
-    try:
-        pb.GlobalMetadata.FromString(framed[0][_prefix_size(framed[0]) :])
-    except DecodeError:
+        framed: list[bytes] = []
+        try:
+            for _, _, batch in iter_payload_batches(path, f):
+                framed.extend(batch)
+        except TraceFormatError:
+            return None
+    if not framed or not _is_metadata(framed[0]):
         return None
     return framed[1:]
 
 
-def _frame(data: bytes) -> Optional[list[bytes]]:
-    """The length-prefixed messages of a whole file, each with its prefix; None when cut short."""
-    out: list[bytes] = []
-    append = out.append
-    pos, n = 0, len(data)
-    while pos < n:
-        c = data[pos]
-        # messages under 128 bytes (most nodes) have a one-byte prefix
-        end = pos + 1 + c if c < 0x80 else _message_end(data, pos)
-        if end < 0 or end > n:
-            return None
-        append(data[pos:end])
-        pos = end
-    return out
+def _plain(f: Any) -> bool:
+    """Whether an open file is neither gzip nor JSON (left at its start)."""
+    head = f.read(64).lstrip(b" \t\r\n")
+    f.seek(0)
+    return head[:2] != GZIP_MAGIC and head[:1] not in (b"{", b"[")
 
 
-def _message_end(data: bytes, pos: int) -> int:
-    """Where the length-prefixed message at `pos` ends (perhaps past the data); -1 when its
-    length prefix is cut short or too long."""
-    length = shift = 0
-    q = pos
-    while q < len(data) and shift < 64:
-        c = data[q]
-        q += 1
-        length |= (c & 0x7F) << shift
-        if c < 0x80:
-            return q + length
-        shift += 7
-    return -1
+def _is_metadata(framed: bytes) -> bool:
+    try:
+        pb.GlobalMetadata.FromString(framed[_prefix_size(framed) :])
+    except DecodeError:
+        return False
+    return True
 
 
 def digest(framed: list[bytes]) -> bytes:
@@ -94,17 +77,16 @@ def file_digest(path: Path) -> bytes:
     compressed or JSON: the full reader then names what is wrong)."""
     h = hashlib.blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
-        block = f.read(1 << 22)
-        end = _message_end(block, 0) if block[:2] != GZIP_MAGIC and block[:1] not in (b"{", b"[") else -1
-        if 0 < end <= len(block):
+        skip = 0
+        if _plain(f):
             try:
-                pb.GlobalMetadata.FromString(block[_prefix_size(block) : end])
-                block = block[end:]
-            except DecodeError:
+                first = next(iter_payload_batches(path, f))[2][0]
+                skip = len(first) if _is_metadata(first) else 0
+            except (StopIteration, TraceFormatError):
                 pass
-        while block:
+        f.seek(skip)
+        while block := f.read(1 << 22):
             h.update(block)
-            block = f.read(1 << 22)
     return h.digest()
 
 
