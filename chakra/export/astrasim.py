@@ -208,17 +208,21 @@ class _Planner:
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
 
-    def get(self, n: pb.Node, name: str, default: Any = None) -> Any:
-        """`get_attr` of a node, its attributes read once for all the checks of the node."""
+    def _read(self, n: pb.Node) -> None:
+        """Read a node's attributes once for all the checks of the node."""
         if self._node is not n:
             self._node = n
             self._values, self._misplaced = read_attrs(n)
+
+    def get(self, n: pb.Node, name: str, default: Any = None) -> Any:
+        """`get_attr` of a node, from `_read`."""
+        self._read(n)
         value = self._values.get(name)
         return default if value is None else value
 
     def misplaced(self, n: pb.Node) -> list[tuple[str, str, str]]:
-        """`misplaced_attrs` of a node, from the same reading as `get`."""
-        self.get(n, "")
+        """`misplaced_attrs` of a node, from `_read`."""
+        self._read(n)
         return self._misplaced
 
     def fix(self, rank: int, node: pb.Node) -> Fix:
