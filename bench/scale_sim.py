@@ -31,12 +31,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tools.truthcases
-from tools.truthcases import BASE_SYSTEM, find_binaries, finish_cycles  # noqa: E402
+from astrasim_run import run_timed  # noqa: E402
+
+from tools.truthcases import BASE_SYSTEM, find_binaries  # noqa: E402
 
 # Run in a child: simulate from the PREFIX, print wall seconds, peak RSS and every rank's finish.
 OURS = """
@@ -102,7 +103,7 @@ def run_ours(case: tuple[Path, Path, Path, Path], timeout: float) -> dict:
 
 
 def run_astrasim(bindir: Path, case: tuple[Path, Path, Path, Path], timeout: float) -> dict:
-    """Wall s, peak RSS MiB (GNU time) and {rank: finish ns} of the congestion-unaware binary."""
+    """Wall s, CPU s, peak RSS MiB and {rank: finish ns} of the congestion-unaware binary (`astrasim_run`)."""
     prefix, net, system, memory = case
     cmd = [
         str(bindir / "AstraSim_Analytical_Congestion_Unaware"),
@@ -113,26 +114,7 @@ def run_astrasim(bindir: Path, case: tuple[Path, Path, Path, Path], timeout: flo
         f"--comm-group-configuration={prefix}.comm_groups.json",
         f"--logging-folder={prefix.parent / 'astra-log'}",
     ]
-    timefile = prefix.parent / "astra.time"
-    gnu_time = Path("/usr/bin/time")
-    if gnu_time.exists():
-        cmd = [str(gnu_time), "-f", "%U %S %M", "-o", str(timefile), *cmd]
-    t0 = time.perf_counter()
-    with open(prefix.parent / "astra.out", "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=prefix.parent, start_new_session=True)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            return {"error": f"> {timeout:.0f} s"}
-    wall = time.perf_counter() - t0
-    finish = finish_cycles((prefix.parent / "astra.out").read_text(errors="replace"))
-    cpu = rss = float("nan")
-    if gnu_time.exists():
-        user, system_s, kib = timefile.read_text().split()[-3:]
-        cpu, rss = float(user) + float(system_s), float(kib) / 1024
-    return {"wall": wall, "cpu": cpu, "rss_mib": rss, "finish": finish}
+    return run_timed(cmd, prefix.parent, timeout)
 
 
 def load() -> str:

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,9 @@ from chakra.sim.config import NetworkConfig, bundled_config_dir
 from chakra.trace import make_metadata, make_node
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tools.truthcases
-from tools.truthcases import find_binaries, finish_cycles  # noqa: E402
+from astrasim_run import run_timed  # noqa: E402
+
+from tools.truthcases import find_binaries  # noqa: E402
 
 
 def write_rank_files(prefix: Path, ranks: int, nodes: int, chained: bool, distinct: bool = False) -> None:
@@ -104,10 +105,7 @@ def write_configs(tmp: Path, net: NetworkConfig) -> tuple[Path, Path, Path]:
 def run_astrasim(
     bindir: Path, prefix: Path, cfgs: tuple[Path, Path, Path], aware: bool
 ) -> tuple[float, float, float, dict]:
-    """(wall s, cpu s, peak RSS MiB, {rank: finish ns}) of one ASTRA-sim run.
-
-    CPU and peak RSS come from GNU time when /usr/bin/time exists: a child's own `wait4` maximum
-    would also count the pages it shared with this (large) Python process between fork and exec."""
+    """(wall s, cpu s, peak RSS MiB, {rank: finish ns}) of one ASTRA-sim run (`astrasim_run`)."""
     binary = bindir / ("AstraSim_Analytical_Congestion_Aware" if aware else "AstraSim_Analytical_Congestion_Unaware")
     npath, spath, mpath = cfgs
     cmd = [
@@ -118,22 +116,8 @@ def run_astrasim(
         f"--remote-memory-configuration={mpath}",
         f"--logging-folder={prefix.parent / 'astra-log'}",
     ]
-    timefile = prefix.parent / "astra.time"
-    gnu_time = Path("/usr/bin/time")
-    if gnu_time.exists():
-        cmd = [str(gnu_time), "-f", "%U %S %M", "-o", str(timefile), *cmd]
-    t0 = time.perf_counter()
-    with open(prefix.parent / "astra.out", "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=prefix.parent)
-        _, _, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0
-    wall = time.perf_counter() - t0
-    text = (prefix.parent / "astra.out").read_text(errors="replace")
-    finish = finish_cycles(text)
-    if gnu_time.exists():
-        user, system, max_kib = timefile.read_text().split()[-3:]
-        return wall, float(user) + float(system), int(max_kib) / 1024, finish
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, finish
+    got = run_timed(cmd, prefix.parent)
+    return got["wall"], got["cpu"], got["rss_mib"], got["finish"]
 
 
 def run(
