@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
 from chakra.feeder.table import MEMO_LIMIT, check_attr_values
-from chakra.io import GZIP_MAGIC, _prefix_size, input_file_errors, iter_payload_batches
+from chakra.io import GZIP_MAGIC, _peek_length, _prefix_size, input_file_errors, iter_payload_batches
 from chakra.schema import pb
 from chakra.schema.attrs import attr_value
 from chakra.sim.compiler import RankEngine
@@ -90,6 +90,91 @@ def file_digest(path: Path) -> bytes:
     return h.digest()
 
 
+_UNSEEN: Any = object()
+_ATTR_TAG = (10 << 3) | 2  # Node.attr: field 10, length-delimited
+
+
+class _Layout:
+    """A serialized Node split where its attributes begin: protobuf encoders write fields in
+    number order, and `attr` (10) is the last one."""
+
+    __slots__ = ("head", "attrs", "names", "node")
+
+    def __init__(self, head: bytes, attrs: list[bytes], names: list[str], node: Any) -> None:
+        self.head = head  # every field before the first attribute, as bytes
+        self.attrs = attrs  # each AttributeProto's bytes
+        self.names = names
+        self.node = node  # decoded (names the node in errors)
+
+
+def _layout(framed: bytes) -> Optional[_Layout]:
+    payload = framed[_prefix_size(framed) :]
+    start = _first_attr(payload)
+    attrs = None if start is None else _attr_fields(payload, start)
+    if attrs is None:
+        return None
+    try:
+        node = pb.Node.FromString(payload)
+    except DecodeError:
+        return None
+    names = [a.name for a in node.attr]
+    if len(names) != len(attrs) or len(set(names)) != len(names):
+        return None
+    return _Layout(payload[:start], attrs, names, node)
+
+
+def _named_value(field: bytes) -> Optional[tuple[str, Any]]:
+    try:
+        attr = pb.AttributeProto.FromString(field)
+    except DecodeError:
+        return None
+    return attr.name, attr_value(attr)
+
+
+def _first_attr(payload: bytes) -> Optional[int]:
+    """Offset of the first top-level attribute field (the end when there is none); None when the
+    message is cut or holds a wire type protobuf no longer writes."""
+    pos, end = 0, len(payload)
+    while pos < end:
+        tag, q = _peek_length(payload, pos)
+        if tag < 0:
+            return None
+        if tag == _ATTR_TAG:
+            return pos
+        wire = tag & 7
+        if wire == 0:
+            value, q = _peek_length(payload, q)  # a varint like any other
+        elif wire == 2:
+            value, q = _peek_length(payload, q)
+            q += value
+        elif wire in (1, 5):
+            value, q = 0, q + (8 if wire == 1 else 4)
+        else:
+            return None
+        if value < 0 or q > end:
+            return None
+        pos = q
+    return pos
+
+
+def _attr_fields(payload: bytes, pos: int) -> Optional[list[bytes]]:
+    """The AttributeProto bytes from `pos` to the end; None when anything else is there."""
+    out = []
+    end = len(payload)
+    while pos < end:
+        if payload[pos] != _ATTR_TAG or pos + 1 == end:
+            return None
+        length = payload[pos + 1]
+        q = pos + 2
+        if length >= 0x80:  # attributes of 128 bytes or more (a long list)
+            length, q = _peek_length(payload, pos + 1)
+        pos = q + length
+        if length < 0 or pos > end:
+            return None
+        out.append(payload[q:pos])
+    return out
+
+
 class _Template:
     __slots__ = ("engine", "framed", "sparse")
 
@@ -104,9 +189,10 @@ class Twins:
 
     def __init__(self) -> None:
         self.by_count: dict[int, list[_Template]] = {}
-        # serialized node -> (the node, the node without its attributes, whether its attribute
-        # names are distinct)
-        self.decoded: dict[bytes, tuple[Any, Any, bool]] = {}
+        self.layouts: dict[bytes, Optional[_Layout]] = {}  # template row's bytes -> its layout
+        # an attribute's bytes -> (name, value): a process group's name, a peer's rank, repeat
+        # across the rows and files of the twins
+        self.attr_values: dict[bytes, Optional[tuple[str, Any]]] = {}
         # (template row's bytes, a twin's bytes) -> the twin's sparse attributes, None if it differs
         # in more than them: the members of one process group repeat their collectives byte for byte
         self.compared: dict[tuple[bytes, bytes], Optional[dict[str, Any]]] = {}
@@ -121,50 +207,61 @@ class Twins:
         kept.insert(0, _Template(engine, framed, table.sparse))
         del kept[_TRIES:]  # only the most recent are compared: older ones would only hold memory
 
-    def _decode(self, framed: bytes) -> tuple[Any, Any, bool]:
-        got = self.decoded.get(framed)
-        if got is None:
-            node = pb.Node.FromString(framed[_prefix_size(framed) :])
-            bare = pb.Node()
-            bare.CopyFrom(node)
-            bare.ClearField("attr")
-            distinct = len({a.name for a in node.attr}) == len(node.attr)
-            if len(self.decoded) >= MEMO_LIMIT:
-                self.decoded.clear()
-            got = self.decoded[framed] = (node, bare, distinct)
+    def _layout(self, framed: bytes) -> Optional[_Layout]:
+        """A template row's layout (memoised), or None when its attributes are not its last fields
+        or their names repeat (the table's last-wins reading would then hide which one counts)."""
+        got = self.layouts.get(framed, _UNSEEN)
+        if got is _UNSEEN:
+            got = _layout(framed)
+            if len(self.layouts) >= MEMO_LIMIT:
+                self.layouts.clear()
+            self.layouts[framed] = got
         return got
 
     def _compare(self, path: Path, base_framed: bytes, base_found: dict[str, Any], framed: bytes) -> Optional[dict]:
         """The sparse attributes of a twin's node that differs from its template's only in
         attributes that may differ, else None."""
         key = (base_framed, framed)
-        if key in self.compared:
-            return self.compared[key]
-        base, base_bare, distinct = self._decode(base_framed)
-        node = pb.Node.FromString(framed[_prefix_size(framed) :])
-        found: Optional[dict[str, Any]] = None
-        # with the template's names distinct and the twin's the same, name for name, each changed
-        # attribute is the only one of its name, as the table's last-wins reading needs
-        if distinct and len(node.attr) == len(base.attr):
-            found = dict(base_found)
-            for a, b in zip(node.attr, base.attr):
-                if a == b:
-                    continue
-                name = a.name
-                if name != b.name or name not in MAY_DIFFER:
-                    found = None
-                    break
-                found[name] = attr_value(a)
-            if found is not None:
-                node.ClearField("attr")
-                if node != base_bare:
-                    found = None
-                else:
-                    check_attr_values(path, node, found)
-        if len(self.compared) >= MEMO_LIMIT:
-            self.compared.clear()
-            self.coll_infos.clear()
-        self.compared[key] = found
+        found = self.compared.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._differing(path, base_framed, base_found, framed)
+            if len(self.compared) >= MEMO_LIMIT:
+                self.compared.clear()
+                self.coll_infos.clear()
+            self.compared[key] = found
+        return found
+
+    def _differing(self, path: Path, base_framed: bytes, base_found: dict[str, Any], framed: bytes) -> Optional[dict]:
+        # Compared on the wire: the fields before the attributes byte for byte (the same bytes are
+        # the same values), then attribute by attribute, decoding only those whose bytes differ.
+        # Bytes that differ but mean the same (another encoder's choices) only cost a full compile.
+        layout = self._layout(base_framed)
+        if layout is None:
+            return None
+        payload = framed[_prefix_size(framed) :]
+        if not payload.startswith(layout.head):
+            return None
+        attrs = _attr_fields(payload, len(layout.head))
+        if attrs is None or len(attrs) != len(layout.attrs):
+            return None
+        found = dict(base_found)
+        values = self.attr_values
+        for mine, theirs, name in zip(attrs, layout.attrs, layout.names):
+            if mine == theirs:
+                continue
+            if name not in MAY_DIFFER:
+                return None
+            got = values.get(mine, _UNSEEN)
+            if got is _UNSEEN:
+                got = _named_value(mine)
+                if got is not None:
+                    check_attr_values(path, layout.node, dict((got,)))
+                if len(values) >= MEMO_LIMIT:
+                    values.clear()
+                values[mine] = got
+            if got is None or got[0] != name:
+                return None
+            found[name] = got[1]
         return found
 
     def derive(self, rank: int, path: Path, framed: list[bytes]) -> Optional[RankEngine]:

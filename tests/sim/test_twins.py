@@ -132,3 +132,24 @@ def test_files_too_large_to_hold_are_hashed_in_blocks_and_still_shared(tmp_path,
     assert all(e.static is engines[0].static for e in engines)
     big = simulate(files, net, congestion="unaware", record_nodes=True)
     assert (big.ranks, big.node_times) == (small.ranks, small.node_times)
+
+
+def test_fields_after_the_attributes_are_not_missed(tmp_path):
+    """Encoders write a node's fields in number order, attributes (10) last, and the twins compare
+    the bytes before them whole. A field written after the attributes (legal protobuf: the last
+    value wins) must still be seen: here it turns one of rank 6's collectives into a compute node,
+    so its group waits forever, in the files as in memory."""
+    from chakra.io import encode_varint, iter_raw_messages
+    from chakra.schema import pb
+
+    prefix = _prefix(tmp_path)
+    path = Path(f"{prefix}.6.et")
+    payloads = [p for _, _, p in iter_raw_messages(path)]
+    t = read_trace(path, rank=6)
+    row = next(i for i, n in enumerate(t.nodes) if n.type == NodeType.COMM_COLL_NODE)
+    payloads[1 + row] += bytes([3 << 3]) + encode_varint(pb.COMP_NODE)
+    path.write_bytes(b"".join(encode_varint(len(p)) + p for p in payloads))
+    assert read_trace(path, rank=6).nodes[row].type == NodeType.COMP_NODE
+    files = _outcome(_files(prefix), prefix)
+    assert files == _outcome(_in_memory(prefix), prefix)
+    assert files[0] == "SimDeadlock", files
