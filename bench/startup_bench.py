@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -72,8 +73,12 @@ def paired(a: list[str], b: list[str], runs: int, env: dict[str, str]) -> dict[s
     """Medians of A and B run in turn (after one warm-up each), and the median pairwise ratio."""
     farm = shutil.which("farm-bench")
     if farm:
-        cmd = [farm, "-n", str(runs), "--timeout", str(60 * runs), "--vs", " ".join(b), "--", *a]
+        cmd = [farm, "-n", str(runs), "--timeout", str(60 * runs), "--vs", shlex.join(b), "--", *a]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=env["PYTHONPYCACHEPREFIX"]).stdout
+        for side in ("A", "B"):
+            m = re.search(rf"^{side} exit (\d+)", out, re.M)
+            if m is None or m.group(1) != "0":
+                raise SystemExit(f"farm-bench: command {side} did not exit 0:\n{out}")
         med = {}
         for key in ("A cpu s", "A wall s", "B cpu s", "B wall s", "A/B cpu", "A/B wall"):
             m = re.search(rf"^{re.escape(key)}\s+\S+\s+(\S+)", out, re.M)

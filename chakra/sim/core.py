@@ -1,23 +1,24 @@
 """The simulator's core: one integer-ns clock and one event heap.
 
-Everything that happens later is an entry `(time, seq, rank, payload)` on one heap; `seq` is a
-global counter, so events at the same time run in the order they were scheduled (as ASTRA-sim's
-event queue). Two kinds of entries:
+Everything that happens later is an entry `(rank, payload)` booked for a time; entries run in time
+order, and those of one time in the order they were booked (as ASTRA-sim's event queue, whose
+same-time entries run first come first). Two kinds of entries:
 
-- node completions, `rank >= 0` and `payload` = the node's row in that rank's compiled trace:
-  plain tuples of ints, no per-event objects (the hot path; `run` hands them to `on_node`);
+- node completions, `rank >= 0` and `payload` = the node's row in that rank's compiled trace
+  (-1: no node, only the rank's issue loop): plain tuples of ints, no per-event objects (the hot
+  path; `run` hands them to `on_node`); a payload `-2 - row` opens that rank's batch for the time
+  (see `at_rank`) with that node;
 - callbacks, `rank == -1` and `payload` = `(fn, arg)`: `fn(arg)` runs at that time (collective
   packets, memory-bus hops, messages crossing links).
 
-`schedule` books a completion, `at` a callback; `step` runs the next entry, `run` until the heap
-is empty. The same clock drives a whole simulation and, on its own, one isolated collective.
+`schedule` books a completion, `at` a callback; `step` runs the next entry, `run` until none is
+left. The same clock drives a whole simulation and, on its own, one isolated collective.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from itertools import count
 from typing import Any, Optional
 
 from chakra.errors import ChakraError
@@ -30,22 +31,35 @@ class SimDeadlock(ChakraError):
 
 
 class Clock:
-    __slots__ = ("heap", "now", "nxt", "batches", "on_node")
+    """Entries are kept per time: `heap` holds each pending time once, `due[time]` that time's
+    entries in booking order (booking order is seq order, so this is the (time, seq) order
+    without a tuple compare per heap step). Lockstep ranks finish together: a 1,024-rank 3-D
+    step books about 100,000 entries on fewer than 700 distinct times."""
+
+    __slots__ = ("heap", "due", "now", "batches", "on_node")
 
     def __init__(self) -> None:
-        self.heap: list[tuple[int, int, int, Any]] = []
+        self.heap: list[int] = []
+        self.due: dict[int, list[tuple[int, Any]]] = {}  # time -> [(rank, payload), ...]
         self.now = 0
-        self.nxt = count().__next__
         self.batches: dict[tuple[int, int], list] = {}
         self.on_node: Optional[OnNode] = None
 
+    def _book(self, time: int, rank: int, payload: Any) -> None:
+        entries = self.due.get(time)
+        if entries is None:
+            self.due[time] = [(rank, payload)]
+            heapq.heappush(self.heap, time)
+        else:
+            entries.append((rank, payload))
+
     def schedule(self, time: int, rank: int, row: int) -> None:
         """Node `row` of `rank` completes at `time` (absolute ns, not before now)."""
-        heapq.heappush(self.heap, (time, self.nxt(), rank, row))
+        self._book(time, rank, row)
 
     def at(self, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run `fn(arg)` `delay` ns from now."""
-        heapq.heappush(self.heap, (self.now + delay, self.nxt(), -1, (fn, arg)))
+        self._book(self.now + delay, -1, (fn, arg))
 
     def at_rank(self, rank: int, delay: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run `fn(arg)` `delay` ns from now in `rank`'s batch for that time. ASTRA-sim's system
@@ -58,18 +72,24 @@ class Clock:
             batch.append((fn, arg))
             return
         self.batches[key] = [(fn, arg)]
-        heapq.heappush(self.heap, (key[1], self.nxt(), -1, (self._run_batch, key)))
+        self._book(key[1], -1, (self._run_batch, key))
 
     def complete_at_rank(self, rank: int, time: int, row: int) -> None:
         """Node `row` of `rank` completes at `time`, booked in the rank's batch for that time (as
-        ASTRA-sim books compute and memory completions: see `at_rank`)."""
+        ASTRA-sim books compute and memory completions: see `at_rank`). A new batch's first node is
+        the entry itself (row stored as -2 - row): most batches hold one compute completion."""
         key = (rank, time)
         batch = self.batches.get(key)
         if batch is not None:
             batch.append(row)
             return
-        self.batches[key] = [row]
-        heapq.heappush(self.heap, (time, self.nxt(), -1, (self._run_batch, key)))
+        self.batches[key] = []  # what joins it later
+        entries = self.due.get(time)
+        if entries is None:
+            self.due[time] = [(rank, -2 - row)]
+            heapq.heappush(self.heap, time)
+        else:
+            entries.append((rank, -2 - row))
 
     def _run_batch(self, key: tuple[int, int]) -> None:
         batch = self.batches[key]
@@ -83,30 +103,67 @@ class Clock:
             i += 1
         del self.batches[key]
 
+    def _run_entry(self, t: int, r: int, payload: Any) -> None:
+        on_node = self.on_node
+        if r < 0:
+            payload[0](payload[1])
+        elif payload >= -1:
+            if on_node is not None:
+                on_node(t, r, payload)
+        else:  # the first node of a batch, then what joined it
+            if on_node is not None:
+                on_node(t, r, -2 - payload)
+            self._run_batch((r, t))
+
     def step(self, on_node: Optional[OnNode] = None) -> bool:
         """Run the next entry; False when there is none."""
         if not self.heap:
             return False
-        t, _, r, payload = heapq.heappop(self.heap)
+        t = self.heap[0]
+        entries = self.due[t]
+        r, payload = entries.pop(0)
+        if not entries:  # entries it books at t start a new list
+            heapq.heappop(self.heap)
+            del self.due[t]
         self.now = t
-        if r < 0:
-            payload[0](payload[1])
-        elif on_node is not None:
-            on_node(t, r, payload)
+        self.on_node = on_node
+        self._run_entry(t, r, payload)
         return True
 
     def run(self, on_node: Optional[OnNode] = None) -> None:
-        """Run entries in (time, seq) order until the heap is empty."""
+        """Run entries in (time, booking) order until none is left."""
         self.on_node = on_node
         heap = self.heap
-        pop = heapq.heappop
         while heap:
-            t, _, r, payload = pop(heap)
-            self.now = t
+            self._run_time(heap[0])
+
+    def _run_time(self, t: int) -> None:
+        """Run the entries of time `t` (the earliest pending), then forget it."""
+        on_node = self.on_node
+        batches = self.batches
+        self.now = t
+        entries = self.due[t]
+        i = 0
+        while i < len(entries):  # entries booked at t while these run join the list
+            r, payload = entries[i]
+            i += 1
             if r < 0:
                 payload[0](payload[1])
-            else:
+            elif payload >= -1:
                 on_node(t, r, payload)  # type: ignore[misc]
+            else:  # inline: the hot path of compute completions
+                on_node(t, r, -2 - payload)  # type: ignore[misc]
+                key = (r, t)
+                if batches[key]:
+                    self._run_batch(key)
+                else:
+                    del batches[key]
+            if self.heap[0] != t:  # booked before now (a finish the model dates earlier): that runs first
+                while self.heap[0] != t:
+                    self._run_time(self.heap[0])
+                self.now = t
+        heapq.heappop(self.heap)
+        del self.due[t]
 
 
 class Completion:
@@ -122,4 +179,4 @@ class Completion:
 
     def __call__(self) -> None:
         c = self.clock
-        heapq.heappush(c.heap, (c.now, c.nxt(), self.rank, self.row))
+        c._book(c.now, self.rank, self.row)
