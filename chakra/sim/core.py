@@ -141,6 +141,7 @@ class Clock:
         """Run the entries of time `t` (the earliest pending), then forget it."""
         on_node = self.on_node
         batches = self.batches
+        heap = self.heap
         self.now = t
         entries = self.due[t]
         i = 0
@@ -158,11 +159,11 @@ class Clock:
                     self._run_batch(key)
                 else:
                     del batches[key]
-            if self.heap[0] != t:  # booked before now (a finish the model dates earlier): that runs first
-                while self.heap[0] != t:
-                    self._run_time(self.heap[0])
+            if heap[0] != t:  # booked before now (a finish the model dates earlier): that runs first
+                while heap[0] != t:
+                    self._run_time(heap[0])
                 self.now = t
-        heapq.heappop(self.heap)
+        heapq.heappop(heap)
         del self.due[t]
 
 

@@ -70,6 +70,8 @@ class Rendezvous:
             p = self.pending[key] = [ctype, size, [], run, 0, members, peers]
             if self.messenger.traffic is not None:
                 self.messenger.traffic.collective(key, ctype, size, int(e.ids[x]), len(members))
+        elif p[0] == ctype and p[1] == size and (p[6] is None) == (lists is None):
+            pass  # the same type and size as the first member's: one collective (the common case)
         elif meet_key(p[0], -1 if p[6] is not None else p[1]) != meet_key(ctype, -1 if lists is not None else size):
             r0, x0 = p[2][0]
             raise SimDeadlock(
@@ -107,8 +109,10 @@ class Rendezvous:
             order = getattr(self.model, "finish_order", ())
             if len(order) != len(members):
                 order = range(len(members))
-            for i in sorted(order, key=lambda i: ends[i]):
-                self.clock.schedule(ends[i], members[i], rows[members[i]])
+            schedule = self.clock.schedule
+            for i in sorted(order, key=ends.__getitem__):
+                m = members[i]
+                schedule(ends[i], m, rows[m])
 
     def _finisher(self, key: tuple) -> Any:
         def finished(rank: int) -> None:
