@@ -17,10 +17,11 @@ congestion-unaware binary on the same files and configs, killed after --timeout 
 memory is each process's maximum resident set (GNU time for ASTRA-sim); CPU seconds beside wall
 seconds, since on a loaded machine the wall time is mostly waiting for a core. "exact" compares every
 rank's finish time. The machine's load average is printed before and after: the machine is
-shared, so compare ratios measured in one run.
+shared, so compare ratios measured in one run; `--repeat N` runs both simulators N times in turn
+on each case and prints the medians (a single run of either can be 30% off on a shared machine).
 
     .venv/bin/python bench/scale_sim.py [--ranks 64,256,1024] [--shapes dp,3d] [--timeout 600]
-        [--astra-max 1024] [--no-astra-sim] [--json]
+        [--astra-max 1024] [--no-astra-sim] [--repeat 1] [--json]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,6 +119,23 @@ def run_astrasim(bindir: Path, case: tuple[Path, Path, Path, Path], timeout: flo
     return run_timed(cmd, prefix.parent, timeout)
 
 
+def median_run(runs: list[dict]) -> dict:
+    """Median wall and CPU seconds of repeated runs of one case, the largest peak memory, the first
+    run's finish times (every run must give the same: a differing one is reported as an error)."""
+    failed = next((r for r in runs if "error" in r), None)
+    if failed is not None:
+        return failed
+    if any(r["finish"] != runs[0]["finish"] for r in runs):
+        return {"error": "runs differ"}
+    return {
+        "wall": statistics.median(r["wall"] for r in runs),
+        "cpu": statistics.median(r["cpu"] for r in runs),
+        "rss_mib": max(r["rss_mib"] for r in runs),
+        "finish": runs[0]["finish"],
+        "runs": len(runs),
+    }
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -138,26 +157,37 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case and simulator (default 600)")
     ap.add_argument("--astra-max", type=int, default=1 << 30, help="run ASTRA-sim only up to this many ranks")
     ap.add_argument("--no-astra-sim", action="store_true", help="ours only")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each simulator per case, in turn; medians are printed (ASTRA-sim is not "
+                         "run again after a timeout)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
     args = ap.parse_args()
     bindir = None if args.no_astra_sim else find_binaries()
     if bindir is None and not args.no_astra_sim:
         print("ASTRA-sim binaries not found ($ASTRA_SIM_BIN): ours only", file=sys.stderr)
     print(f"load average before: {load()} (cores: {os.cpu_count()})", file=sys.stderr, flush=True)
+    if args.repeat > 1:
+        print(f"each figure: the median of {args.repeat} runs, the simulators in turn", file=sys.stderr, flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="scale_sim_") as tmpdir:
         tmp = Path(tmpdir)
         for shape in args.shapes.split(","):
             for n in [int(x) for x in args.ranks.split(",")]:
                 case = write_case(tmp, shape, n)
-                ours = run_ours(case, args.timeout)
-                astra: dict = {"error": "not run"}
-                if bindir is not None and n <= args.astra_max:
+                ours_runs: list[dict] = []
+                astra_runs: list[dict] = []
+                for _ in range(args.repeat):  # in turn, so both see the same machine
+                    ours_runs.append(run_ours(case, args.timeout))
+                    if bindir is None or n > args.astra_max or (astra_runs and "error" in astra_runs[-1]):
+                        continue
                     astra = run_astrasim(bindir, case, args.timeout)
                     if "finish" in astra and len(astra["finish"]) < n:  # its crashes come and go: once more
                         again = run_astrasim(bindir, case, args.timeout)
                         if len(again.get("finish", {})) > len(astra["finish"]):
                             astra = again
+                    astra_runs.append(astra)
+                ours = median_run(ours_runs)
+                astra = median_run(astra_runs) if astra_runs else {"error": "not run"}
                 row = {
                     "shape": shape,
                     "ranks": n,
@@ -172,6 +202,7 @@ def main() -> None:
                     "speedup": (astra["wall"] / ours["wall"]) if "wall" in astra and "wall" in ours else None,
                     "cpu_speedup": (astra["cpu"] / ours["cpu"]) if "cpu" in astra and "cpu" in ours else None,
                     "exact": exactness(ours, astra, n),
+                    "runs": (len(ours_runs), len(astra_runs)),
                     "finish_ns": max(ours["finish"].values()) if "finish" in ours else None,
                     "load": load(),
                 }

@@ -130,8 +130,16 @@ class Simulation:
                 if log is not None:
                     log(("callback", r, t, int(e.ids[row]), e.names[row] if e.names else ""))
                 ptr = e.ptr
-                a, b = ptr[row], ptr[row + 1]
-                if a != b:
+                a = ptr[row]
+                b = ptr[row + 1]
+                if b - a == 1:  # one child: a chain of kernels, the common case
+                    left = e.left
+                    c = e.cidx[a]
+                    k = left[c] - 1
+                    left[c] = k
+                    if k == 0:
+                        push(ready[e.slot[c]], c)
+                elif a != b:
                     left = e.left
                     slot = e.slot
                     for c in e.cidx[a:b]:
