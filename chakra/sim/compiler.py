@@ -386,6 +386,8 @@ def _cap(count: int) -> int:
 
 
 def _int(value: Any, default: Any) -> Any:
+    if value.__class__ is int:  # what attributes almost always hold
+        return value
     if value is None or isinstance(value, (list, str, bytes)):
         if isinstance(value, str):
             try:

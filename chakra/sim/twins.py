@@ -14,7 +14,10 @@ the full compile gives.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+from itertools import compress, count
+from operator import ne
 from pathlib import Path
 from typing import Any, Optional
 
@@ -38,23 +41,25 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
     """The framed Node messages of a plain `.et` file of at most `WHOLE_FILE_BYTES` whose first
     message is a GlobalMetadata; None for anything else (larger, compressed, JSON, damaged)."""
     with input_file_errors(path), open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES or not _plain(f):
+        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES:
             return None
-        framed: list[bytes] = []
-        try:
-            for _, _, batch in iter_payload_batches(path, f):
-                framed.extend(batch)
-        except TraceFormatError:
-            return None
+        data = f.read()
+    if not _plain(data):
+        return None
+    framed: list[bytes] = []
+    try:
+        for _, _, batch in iter_payload_batches(path, io.BytesIO(data)):
+            framed.extend(batch)
+    except TraceFormatError:
+        return None
     if not framed or not _is_metadata(framed[0]):
         return None
     return framed[1:]
 
 
-def _plain(f: Any) -> bool:
-    """Whether an open file is neither gzip nor JSON (left at its start)."""
-    head = f.read(64).lstrip(b" \t\r\n")
-    f.seek(0)
+def _plain(head: bytes) -> bool:
+    """Whether a file starting with these bytes is neither gzip nor JSON."""
+    head = head[:64].lstrip(b" \t\r\n")
     return head[:2] != GZIP_MAGIC and head[:1] not in (b"{", b"[")
 
 
@@ -78,7 +83,9 @@ def file_digest(path: Path) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
         skip = 0
-        if _plain(f):
+        head = f.read(64)
+        f.seek(0)
+        if _plain(head):
             try:
                 first = next(iter_payload_batches(path, f))[2][0]
                 skip = len(first) if _is_metadata(first) else 0
@@ -158,7 +165,8 @@ def _first_attr(payload: bytes) -> Optional[int]:
 
 
 def _attr_fields(payload: bytes, pos: int) -> Optional[list[bytes]]:
-    """The AttributeProto bytes from `pos` to the end; None when anything else is there."""
+    """The AttributeProto bytes from `pos` to the end of a Node's bytes (with or without its
+    length prefix before); None when anything else is there."""
     out = []
     end = len(payload)
     while pos < end:
@@ -238,10 +246,10 @@ class Twins:
         layout = self._layout(base_framed)
         if layout is None:
             return None
-        payload = framed[_prefix_size(framed) :]
-        if not payload.startswith(layout.head):
+        start = 1 if framed[0] < 0x80 else _prefix_size(framed)  # the length prefix
+        if not framed.startswith(layout.head, start):
             return None
-        attrs = _attr_fields(payload, len(layout.head))
+        attrs = _attr_fields(framed, start + len(layout.head))
         if attrs is None or len(attrs) != len(layout.attrs):
             return None
         found = dict(base_found)
@@ -271,7 +279,7 @@ class Twins:
             return None
         best: Optional[tuple[_Template, list[int]]] = None
         for t in candidates[:_TRIES]:
-            rows = [i for i, (a, b) in enumerate(zip(t.framed, framed)) if a != b]
+            rows = list(compress(count(), map(ne, t.framed, framed)))  # the rows that differ
             if best is None or len(rows) < len(best[1]):
                 best = (t, rows)
             if len(rows) * 8 <= len(framed):
