@@ -22,7 +22,7 @@ from chakra.commgroups import groups_beside
 from chakra.export.astrasim import plan
 from chakra.io import read_traces
 
-from .astrasim import bin_dir, collect, start
+from .astrasim import AWARE_ONLY_LIMITS, bin_dir, collect, start
 
 BIN, WHY = bin_dir()
 pytestmark = pytest.mark.skipif(BIN is None, reason=WHY)
@@ -187,8 +187,6 @@ CASES: dict[str, Case] = {
 }
 
 RUNS = 3  # ASTRA-sim's heap corruption shows on some runs only
-# findings the export cannot fix on the aware binary (one dimension only): the case runs on unaware
-AWARE_ONLY_LIMITS = {"subgroup-double-free"}
 PAIRS = [(name, b) for name, case in CASES.items() for b in case.backends]
 
 

@@ -21,7 +21,7 @@ from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr
 from chakra.validate import validate_traces
 
-from .astrasim import bin_dir, run
+from .astrasim import AWARE_ONLY_LIMITS, bin_dir, run
 
 BIN, WHY = bin_dir()
 TOLERANCE = 1e-3  # per rank, relative
@@ -146,6 +146,10 @@ def test_zoo_on_astrasim(name, backend, converted, tmp_path, run_cli):
     res = run_cli("export", "astra-sim", str(converted(name)), "-o", str(out), "--backend", backend, "--json", "-q")
     assert res.exit_code == 0, res.stderr[-2000:]
     summary = json.loads(res.stdout)
+    refused = {f["code"] for f in summary["not_fixed"]}
+    if refused:  # the aware binary may abort at exit on it, output lost: the unaware run covers the trace
+        assert backend == "aware" and refused <= AWARE_ONLY_LIMITS, summary["not_fixed"][:3]
+        return
     argv = summary["command"].split()
     argv[0] = str(BIN / argv[0])
     sim = run_cli("simulate", *summary["simulate_command"].split()[2:], "--json", "-q")
