@@ -1,4 +1,4 @@
-"""The simulator's core: one integer-ns clock and one event heap.
+"""The simulator's core: one integer-ns clock and its event queue.
 
 Everything that happens later is an entry `(rank, payload)` booked for a time; entries run in time
 order, and those of one time in the order they were booked (as ASTRA-sim's event queue, whose
@@ -32,9 +32,9 @@ class SimDeadlock(ChakraError):
 
 class Clock:
     """Entries are kept per time: `heap` holds each pending time once, `due[time]` that time's
-    entries in booking order (booking order is seq order, so this is the (time, seq) order
-    without a tuple compare per heap step). Lockstep ranks finish together: a 1,024-rank 3-D
-    step books about 100,000 entries on fewer than 700 distinct times."""
+    entries in booking order, so the heap compares plain ints and steps once per time, not once
+    per entry. Lockstep ranks finish together: a 1,024-rank 3-D step books about 100,000 entries
+    on fewer than 700 distinct times."""
 
     __slots__ = ("heap", "due", "now", "batches", "on_node")
 
