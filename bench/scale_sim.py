@@ -132,7 +132,6 @@ def median_run(runs: list[dict]) -> dict:
         "cpu": statistics.median(r["cpu"] for r in runs),
         "rss_mib": max(r["rss_mib"] for r in runs),
         "finish": runs[0]["finish"],
-        "runs": len(runs),
     }
 
 

@@ -11,8 +11,8 @@ same-time entries run first come first). Two kinds of entries:
 - callbacks, `rank == -1` and `payload` = `(fn, arg)`: `fn(arg)` runs at that time (collective
   packets, memory-bus hops, messages crossing links).
 
-`schedule` books a completion, `at` a callback; `step` runs the next entry, `run` until none is
-left. The same clock drives a whole simulation and, on its own, one isolated collective.
+`schedule` books a completion, `at` a callback; `run` runs entries until none is left. The same
+clock drives a whole simulation and, on its own, one isolated collective.
 """
 
 from __future__ import annotations
@@ -84,12 +84,7 @@ class Clock:
             batch.append(row)
             return
         self.batches[key] = []  # what joins it later
-        entries = self.due.get(time)
-        if entries is None:
-            self.due[time] = [(rank, -2 - row)]
-            heapq.heappush(self.heap, time)
-        else:
-            entries.append((rank, -2 - row))
+        self._book(time, rank, -2 - row)
 
     def _run_batch(self, key: tuple[int, int]) -> None:
         batch = self.batches[key]
@@ -102,33 +97,6 @@ class Clock:
                 entry[0](entry[1])
             i += 1
         del self.batches[key]
-
-    def _run_entry(self, t: int, r: int, payload: Any) -> None:
-        on_node = self.on_node
-        if r < 0:
-            payload[0](payload[1])
-        elif payload >= -1:
-            if on_node is not None:
-                on_node(t, r, payload)
-        else:  # the first node of a batch, then what joined it
-            if on_node is not None:
-                on_node(t, r, -2 - payload)
-            self._run_batch((r, t))
-
-    def step(self, on_node: Optional[OnNode] = None) -> bool:
-        """Run the next entry; False when there is none."""
-        if not self.heap:
-            return False
-        t = self.heap[0]
-        entries = self.due[t]
-        r, payload = entries.pop(0)
-        if not entries:  # entries it books at t start a new list
-            heapq.heappop(self.heap)
-            del self.due[t]
-        self.now = t
-        self.on_node = on_node
-        self._run_entry(t, r, payload)
-        return True
 
     def run(self, on_node: Optional[OnNode] = None) -> None:
         """Run entries in (time, booking) order until none is left."""
