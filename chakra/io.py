@@ -374,8 +374,9 @@ class TraceReader:
     ...     for node in r: ...
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, shared: Optional[dict[bytes, pb.Node]] = None) -> None:
         self.path = Path(path)
+        self.shared = shared
         self._stream = open_binary(self.path)
         self._batches = iter_payload_batches(self.path, self._stream)
         try:
@@ -406,14 +407,24 @@ class TraceReader:
 
     def _node_batches(self) -> Iterator[Iterable[pb.Node]]:
         parse = NodeBatch.FromString
+        shared = self.shared
         try:
             for batch_info in chain((self._first,), self._batches):
-                if batch_info[2]:
-                    try:
-                        nodes = parse(b"\x0a" + b"\x0a".join(batch_info[2])).nodes
-                    except DecodeError:
-                        self._raise_decode_error(*batch_info)
+                framed = batch_info[2]
+                if not framed:
+                    continue
+                if shared is not None:
+                    # only the messages not met before are parsed (as one batch, in order)
+                    framed = [m for m in dict.fromkeys(framed) if m not in shared]
+                try:
+                    nodes = parse(b"\x0a" + b"\x0a".join(framed)).nodes if framed else ()
+                except DecodeError:
+                    self._raise_decode_error(*batch_info)
+                if shared is None:
                     yield nodes
+                    continue
+                shared.update(zip(framed, nodes))
+                yield [shared[m] for m in batch_info[2]]
         finally:
             self.close()
 
@@ -461,15 +472,21 @@ def read_json_trace(path: PathLike) -> Trace:
     return parse_json_trace(read_input_bytes(path), path)
 
 
-def read_trace(path: PathLike, rank: Optional[int] = None) -> Trace:
-    """Read a whole trace: `.et` (plain or gzip), our JSON form, or the official JSON form."""
+def read_trace(path: PathLike, rank: Optional[int] = None, shared: Optional[dict[bytes, pb.Node]] = None) -> Trace:
+    """Read a whole trace: `.et` (plain or gzip), our JSON form, or the official JSON form.
+
+    `shared` (a dict kept across calls): nodes whose messages are byte for byte the same, in this
+    trace or any other read with the same dict, are one object. Only for reading: a change to one
+    node would change every rank holding it. SPMD ranks repeat most of their nodes, so checks
+    that memoise per node object run once per distinct node instead of once per rank.
+    """
     path = Path(path)
     if rank is None:
         rank = rank_from_path(path)
     if is_json_file(path):
         trace = read_json_trace(path)
     else:
-        with TraceReader(path) as reader:
+        with TraceReader(path, shared) as reader:
             trace = Trace(metadata=reader.metadata, nodes=list(reader))
     trace.path = path
     if trace.rank is None:
@@ -848,13 +865,16 @@ def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Pat
         stem = p.name
         found: dict[int, Path] = {}
         if parent.is_dir():
-            for cand in parent.iterdir():
-                m = _RANK_RE.match(cand.name)
-                if m and m.group("prefix") == stem and cand.is_file():
-                    rank = int(m.group("rank"))
-                    # Prefer .et over other forms when several exist for one rank.
-                    if rank not in found or cand.name.endswith(".et"):
-                        found[rank] = cand
+            # scandir: the directory listing says which entries are regular files (no stat per
+            # rank file, which thousands of ranks notice); symlinks are still followed
+            with os.scandir(parent) as entries:
+                for entry in entries:
+                    m = _RANK_RE.match(entry.name)
+                    if m and m.group("prefix") == stem and entry.is_file():
+                        rank = int(m.group("rank"))
+                        # Prefer .et over other forms when several exist for one rank.
+                        if rank not in found or entry.name.endswith(".et"):
+                            found[rank] = parent / entry.name
         if not found:
             raise InputError(f"{arg}: no such file, and no {arg}.<rank>.et files found")
         out.extend((rank, found[rank]) for rank in sorted(found))
@@ -881,9 +901,12 @@ def open_each(
     return out
 
 
-def read_traces(args: Sequence[PathLike], progress: Optional[Progress] = None) -> list[Trace]:
+def read_traces(
+    args: Sequence[PathLike], progress: Optional[Progress] = None, shared: Optional[dict[bytes, pb.Node]] = None
+) -> list[Trace]:
     """Read every trace named by CLI-style arguments (files or PREFIXes); ranks fill in by order.
 
     `progress(done, total)` is called after each file (the CLI drives a progress bar with it).
+    `shared`: identical nodes are one object across all the traces (see `read_trace`).
     """
-    return open_each(args, lambda path, rank: read_trace(path, rank=rank), progress)
+    return open_each(args, lambda path, rank: read_trace(path, rank=rank, shared=shared), progress)

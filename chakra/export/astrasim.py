@@ -50,7 +50,7 @@ from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
-from chakra.schema.attrs import get_attr, read_attrs, set_attr
+from chakra.schema.attrs import read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import NetworkConfig, SystemConfig
 from chakra.trace import Trace, rank_set_problem
@@ -182,6 +182,7 @@ class _Planner:
         net: Optional[NetworkConfig],
         sysc: SystemConfig,
         backend: Optional[str],
+        shared_nodes: bool = False,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -203,7 +204,14 @@ class _Planner:
             defined.update(metadata_groups(t.nodes))
         defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
         self.defined = defined
-        self.clean_compute: set[bytes] = set()  # serialized compute nodes that raised nothing
+        # Traces read with shared nodes (chakra.io.read_trace's `shared`): identical nodes are one
+        # object across ranks, so what is read from a node is kept per object (by id: the traces
+        # hold every node for the whole walk), and compute nodes are told apart by identity.
+        self.shared_nodes = shared_nodes
+        self._read_by_id: dict[int, tuple[dict[str, Any], list]] = {}
+        self._deps_by_id: dict[int, tuple[int, ...]] = {}
+        # compute nodes that raised nothing: their serialized bytes, or their ids when shared
+        self.clean_compute: set[Any] = set()
         self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
@@ -212,7 +220,22 @@ class _Planner:
         """Read a node's attributes once for all the checks of the node."""
         if self._node is not n:
             self._node = n
-            self._values, self._misplaced = read_attrs(n)
+            if not self.shared_nodes:
+                self._values, self._misplaced = read_attrs(n)
+                return
+            got = self._read_by_id.get(id(n))
+            if got is None:
+                got = self._read_by_id[id(n)] = read_attrs(n)
+            self._values, self._misplaced = got
+
+    def deps(self, n: pb.Node) -> tuple[int, ...]:
+        """A node's data then control dependencies (kept per object when nodes are shared)."""
+        if not self.shared_nodes:
+            return (*n.data_deps, *n.ctrl_deps)
+        got = self._deps_by_id.get(id(n))
+        if got is None:
+            got = self._deps_by_id[id(n)] = (*n.data_deps, *n.ctrl_deps)
+        return got
 
     def get(self, n: pb.Node, name: str, default: Any = None) -> Any:
         """`get_attr` of a node, from `_read`."""
@@ -251,7 +274,7 @@ class _Planner:
             r = _rank(t, pos)
             for n in t.nodes:
                 if n.type == NodeType.COMM_COLL_NODE:
-                    used[str(get_attr(n, "pg_name", "") or "")].add(r)
+                    used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
         next_id = max(numeric, default=0) + 1
@@ -326,10 +349,11 @@ class _Planner:
             bad = 0
             later = False  # a dependency on a later id: only then can there be a cycle
             for n in sorted(t.nodes, key=lambda n: n.id):
-                for d in (*n.data_deps, *n.ctrl_deps):
-                    if d > n.id:
+                nid = n.id
+                for d in self.deps(n):
+                    if d > nid:
                         later = True
-                    if d == n.id:
+                    if d == nid:
                         self.counts["self-dependencies removed"] += 1
                         self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
                     elif d not in ids:
@@ -428,7 +452,7 @@ class _Planner:
         # nothing on one rank raises nothing on the next (SPMD ranks repeat them byte for byte).
         clean_key = None
         if t == NodeType.COMP_NODE:
-            clean_key = n.SerializeToString()
+            clean_key = id(n) if self.shared_nodes else n.SerializeToString()
             if clean_key in self.clean_compute:
                 return
             issues = len(self.issues)
@@ -681,6 +705,7 @@ def plan(
     network: Optional[NetworkConfig] = None,
     system: Optional[SystemConfig] = None,
     backend: Optional[str] = None,
+    shared_nodes: bool = False,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -688,7 +713,9 @@ def plan(
     "compute" (a compute node of the recorded duration). `broadcast`: "network" (rewritten like
     the others) or "replay" (kept: ASTRA-sim replays its recorded duration). `network`: the
     network it will run on (None: the export's own choice); `system`: the system config (None:
-    the bundled one); `backend`: "aware", "unaware" or None (either: fixes that need one say so)."""
+    the bundled one); `backend`: "aware", "unaware" or None (either: fixes that need one say so).
+    `shared_nodes`: the traces were read with `chakra.io.read_trace`'s `shared` (identical nodes
+    are one object): per-node work is then done once per distinct node."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -698,7 +725,9 @@ def plan(
 
         # the bundled system as the export writes it: one implementation per network dimension
         system = fit_system(load_system(bundled_config_dir() / "system.json"), network.dims if network else 1)
-    return _Planner(ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend).run()
+    return _Planner(
+        ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend, shared_nodes
+    ).run()
 
 
 def ordered(traces: list[Trace]) -> list[Trace]:
@@ -931,12 +960,13 @@ def _simulate_plan(trace_args: Any, comm_groups: Any, network: Any, system: Any,
     from chakra.sim.config import load_network, load_system
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
-    traces = [t for t in args if isinstance(t, Trace)] or read_traces(args)
+    given = [t for t in args if isinstance(t, Trace)]
+    traces = given or read_traces(args, shared={})  # only read here: SPMD ranks share their nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
     try:
-        return plan(traces, groups, network=net, system=sysc, backend=backend)
+        return plan(traces, groups, network=net, system=sysc, backend=backend, shared_nodes=not given)
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None
 

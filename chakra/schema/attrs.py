@@ -212,11 +212,15 @@ def read_attrs(msg: Message) -> tuple[dict[str, Any], list[tuple[str, str, str]]
     misplaced: list[tuple[str, str, str]] = []
     for attr in msg.attr:
         name = attr.name
+        arm = attr.WhichOneof("value")  # once per attribute: attr_value, inlined (hot in plans)
         expected = CONVENTIONS.get(name)
-        if expected is not None:
-            found = attr.WhichOneof("value")
-            if found != expected:
-                misplaced.append((name, found or "none", expected))
+        if expected is not None and arm != expected:
+            misplaced.append((name, arm or "none", expected))
         if name not in values:
-            values[name] = attr_value(attr)
+            if arm is None:
+                values[name] = None
+            elif arm.endswith("_list"):
+                values[name] = list(getattr(attr, arm).values)
+            else:
+                values[name] = getattr(attr, arm)
     return values, misplaced

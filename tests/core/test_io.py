@@ -32,6 +32,26 @@ def test_every_astrasim_sample_reads_back(samples_dir):
         assert get_attr(node, "is_cpu_op") is False
 
 
+def test_shared_nodes_are_one_object_per_distinct_message(samples_dir, tmp_path):
+    plain = read_traces([astrasim_prefix(samples_dir)])
+    shared: dict = {}
+    traces = read_traces([astrasim_prefix(samples_dir)], shared=shared)
+    assert [t.nodes for t in traces] == [t.nodes for t in plain]
+    assert len(shared) == 8  # ASTRA-sim's ranks number their one node by rank: 8 messages
+    # the same file as two ranks: every node is one object for both
+    for r in (0, 1):
+        shutil.copy(astrasim_prefix(samples_dir).with_name("all_reduce.3.et"), tmp_path / f"x.{r}.et")
+    twins = read_traces([tmp_path / "x"], shared=shared)
+    assert twins[0].nodes[0] is twins[1].nodes[0] is traces[3].nodes[0] and len(shared) == 8
+    # a damaged node is still found where it is
+    path = tmp_path / "c.0.et"
+    framed = next(iter(shared))
+    path.write_bytes(b"\x00" + framed + b"\x03\x08\xff\xff")
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path, shared=shared)
+    assert info.value.index == 2 and info.value.offset == 1 + len(framed)
+
+
 def test_rewrite_of_sample_is_byte_identical(samples_dir, tmp_path):
     for src in sorted(astrasim_prefix(samples_dir).parent.glob("*.et")):
         dst = tmp_path / src.name
@@ -129,8 +149,13 @@ def test_prefix_expands_ranks_numerically(tmp_path):
     for r in (0, 1, 2, 10, 11):
         write_trace(tmp_path / f"p.{r}.et", sample_trace(2))
     (tmp_path / "p.notarank.et").write_bytes(b"")
+    (tmp_path / "p.3.et").mkdir()  # not a rank file
+    (tmp_path / "elsewhere.et").write_bytes((tmp_path / "p.2.et").read_bytes())
+    (tmp_path / "p.12.et").symlink_to(tmp_path / "elsewhere.et")  # followed, as a file
+    (tmp_path / "p.13.et").symlink_to(tmp_path / "gone.et")  # dangling: not a file
     pairs = expand_trace_args([tmp_path / "p"])
-    assert [r for r, _ in pairs] == [0, 1, 2, 10, 11]
+    assert [r for r, _ in pairs] == [0, 1, 2, 10, 11, 12]
+    assert pairs[-1][1] == tmp_path / "p.12.et"
     assert [r for r, _ in expand_trace_args([tmp_path / "p.10.et"])] == [10]
     with pytest.raises(InputError):
         expand_trace_args([tmp_path / "missing"])
