@@ -23,6 +23,11 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 # imports below load is one line too, not an import traceback. main() hands Ctrl-C back to Python.
 if os.path.basename(sys.argv[0]) == "chakra" or sys.argv[0].endswith(os.path.join("chakra", "cli.py")):
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    # numpy's OpenBLAS starts a thread per core when imported; chakra does no linear algebra that
+    # threads would speed up (a few small least-squares fits), so in its own process they only
+    # cost start-up CPU: about a fifth of a small `chakra simulate`'s, which a batch of them run
+    # side by side pays on every call. A value the user set is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer  # noqa: E402
 

@@ -7,6 +7,7 @@ The import set is what decides the start-up time, and that is deterministic.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from enum import Enum
@@ -49,11 +50,16 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
         f"sys.argv = {args!r}\n"
         "from chakra.cli import main\n"
         "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "import os\n"
+        "print('THREADS', len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else 1)\n"
         "print('MODULES', ' '.join(sorted(sys.modules)))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     out, _, modules_line = proc.stdout.rpartition("MODULES ")
+    out, _, threads = out.rpartition("THREADS ")
+    assert int(threads) == 1  # numpy was imported, and its BLAS started no thread per core
     result = orjson.loads(out)
     assert result["finish_ns"] == 117_780 and len(result["ranks"]) == 8  # ASTRA-sim's rt_template figure
     modules = set(modules_line.split())
@@ -62,6 +68,19 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
     assert heavy == [], heavy
     # Only the command that runs is imported, never its siblings.
     assert sorted(m for m in modules if m.startswith("chakra.commands.")) == ["chakra.commands.simulate"]
+
+
+def test_a_blas_thread_count_the_user_set_is_kept() -> None:
+    script = (
+        "import os, sys\n"
+        "sys.argv = ['chakra', '--version']\n"
+        "import chakra.cli\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2"]
 
 
 # --- chakra/cli_params.py: the same values as typer's pydantic coercion -------------------------
