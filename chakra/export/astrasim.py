@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Optional
 
 from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
@@ -166,6 +167,9 @@ def _split(n: int) -> Optional[tuple[int, int]]:
         if n % a == 0:
             return a, n // a
     return None
+
+
+_by_id = attrgetter("id")
 
 
 def _rank(trace: Trace, pos: int) -> int:
@@ -333,9 +337,10 @@ class _Planner:
         colls: dict[str, dict[int, list[tuple[pb.Node, int]]]] = defaultdict(lambda: defaultdict(list))
         sends: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)  # (rank, node, size)
         recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
+        deps = self.deps
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
-            ids = {n.id for n in t.nodes}
+            ids = set(map(_by_id, t.nodes))
             if all(n.type == NodeType.METADATA_NODE for n in t.nodes):
                 self.idle.add(r)
                 self.counts["idle node added to empty ranks"] += 1
@@ -348,9 +353,9 @@ class _Planner:
                 )
             bad = 0
             later = False  # a dependency on a later id: only then can there be a cycle
-            for n in sorted(t.nodes, key=lambda n: n.id):
+            for n in sorted(t.nodes, key=_by_id):
                 nid = n.id
-                for d in self.deps(n):
+                for d in deps(n):
                     if d > nid:
                         later = True
                     if d == nid:
