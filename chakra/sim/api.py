@@ -31,6 +31,7 @@ from chakra.sim.config import (
 )
 from chakra.sim.core import SimDeadlock
 from chakra.sim.engine import Simulation
+from chakra.sim.fold import FoldRefused, find_fold
 from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
@@ -282,6 +283,7 @@ class SimOptions:
     memory_model: Optional[MemoryModel] = None
     traffic: bool = False
     traffic_bins: int = 40
+    fold: bool = True
 
     def __post_init__(self) -> None:
         if self.traffic and not 1 <= self.traffic_bins <= 10_000:
@@ -359,7 +361,10 @@ def simulate(
     `PREFIX.comm_groups.json` beside trace files, when there is one. `missing_deps`: "error" or
     "drop" (ignore dependencies on node ids absent from a trace). `traffic`: record bytes, busy
     time and utilization per dimension and link in `traffic_bins` time bins (`SimResult.traffic`;
-    every collective then runs on the shared clock, see `chakra.sim.traffic`).
+    every collective then runs on the shared clock, see `chakra.sim.traffic`). `fold` (default
+    True): where the ranks are copies of one slice (data-parallel replicas), run that slice with
+    each event standing for its copies, whenever that is exact to the ns (`chakra.sim.fold`);
+    False always runs every rank (the answers are the same).
     """
     t0 = time.perf_counter()
     opts = SimOptions(**fields) if options is None else dataclasses.replace(options, **fields)
@@ -512,13 +517,25 @@ def _run(engines: list[RankEngine], models: _Models, opts: SimOptions) -> Simula
 
 
 def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWriter]) -> Simulation:
-    def attempt(live: Optional[bool]) -> Simulation:
+    def attempt(live: Optional[bool], fold: Any = None) -> Simulation:
         traffic = TrafficRecorder(models.network, models.opts.traffic_bins) if models.opts.traffic else None
         sim = Simulation(engines, models.network, models.collectives, models.memory, policy=models.policy, log=log,
-                         live=live, traffic=traffic)  # fmt: skip
+                         live=live, traffic=traffic, fold=fold)  # fmt: skip
         sim.run()
         return sim
 
+    # Replica ranks (data-parallel copies of one slice): one slice runs, each entry standing for
+    # its copies (chakra/sim/fold.py), unless the run shows it cannot stand for the full one.
+    fold = None
+    if log is None and not models.opts.traffic and models.policy is None and models.opts.fold:
+        fold = find_fold(engines, models.network, models.collectives, models.memory)
+    if fold is not None:
+        try:
+            return attempt(None, fold)
+        except (FoldRefused, OverlapsEarlierTraffic, SimDeadlock):
+            for e in engines:
+                e._reset()
+            models.fresh()
     try:
         return attempt(None)
     except (OverlapsEarlierTraffic, SimDeadlock) as exc:
@@ -587,6 +604,8 @@ def _collect(
         "rendezvous_protocol": opts.rendezvous_protocol,
         "injection_scale": setup.system.injection_scale,
         "num_queues_per_dim": opts.num_queues_per_dim,
+        # replica ranks folded (chakra/sim/fold.py): rank m ran as copy (m // stride) % copies
+        "fold": {"copies": sim.fold.copies, "stride": sim.fold.stride} if sim.fold is not None else None,
     }
     finish = max((r.finish_ns for r in ranks.values()), default=0)
     recorder = sim.messenger.traffic

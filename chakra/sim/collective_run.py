@@ -630,6 +630,33 @@ class CollectiveRunner:
         self.finish_order: tuple[int, ...] = ()
         self.custom = CustomAlgorithms()
 
+    def held(self, members: Sequence[int], starts: Sequence[int]) -> tuple[int, ...]:
+        """Per member, the queue its previous collective ended on if it issues at that very ns
+        (it then waits for that queue), else -1."""
+        out = []
+        for r, start in zip(members, starts):
+            end, q = self.last_end.get(r, (-1, -1))
+            out.append(q if end == start else -1)
+        return tuple(out)
+
+    @property
+    def alternates_trees(self) -> bool:
+        """Whether a double-binary-tree phase was created: their alternation counts on across
+        every rank's collectives, so the copies of a folded run would not see the same trees."""
+        return bool(self._trees)
+
+    def copy_rank_state(self, ranks: Sequence[int], offset: int) -> None:
+        """Give `rank + offset` the per-rank state of each rank (when its last collective ended,
+        its queue allocators): the copies of a folded run (`chakra.sim.fold`) take part in no
+        call of their own."""
+        for r in ranks:
+            got = self.last_end.get(r)
+            if got is not None:
+                self.last_end[r + offset] = got
+            alloc = self._alloc.get(r)
+            if alloc is not None:
+                self._alloc[r + offset] = {d: list(v) for d, v in alloc.items()}
+
     def chunks(self, ctype: int, size: int) -> tuple[int, int]:
         """(number of streams, bytes per stream), as ASTRA-sim's determine_chunk_size."""
         splits = self.sys.preferred_dataset_splits
@@ -689,12 +716,7 @@ class CollectiveRunner:
         # start the next collective): the two interleave on the links, which only live mode models.
         if self.net.aware and any(f > t0 for f in self.link_free.values()):
             raise OverlapsEarlierTraffic()
-        # a member issuing at the ns its previous collective ended waits for that one's last queue
-        held_list = []
-        for r, start in zip(members, starts):
-            end, q = self.last_end.get(r, (-1, -1))
-            held_list.append(q if end == start else -1)
-        held = tuple(held_list)
+        held = self.held(members, starts)
         key = (
             ctype,
             size,

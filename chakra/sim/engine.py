@@ -57,11 +57,14 @@ class Simulation:
         log: Optional[Callable[[tuple], None]] = None,
         live: Optional[bool] = None,
         traffic: Any = None,
+        fold: Any = None,
     ) -> None:
         """`live`: force live mode on (True) or decide from the network and traces (None).
         `traffic`: a `chakra.sim.traffic.TrafficRecorder` to note every message (forces live mode:
         isolated collectives run on their own clocks and are memoised, so their messages would be
-        missed or counted once)."""
+        missed or counted once). `fold`: a `chakra.sim.fold.Fold` (from `find_fold`): only its
+        slice of ranks runs, each entry standing for its copies; `FoldRefused` when the run
+        cannot (the caller then runs every rank)."""
         self.engines = engines
         self.net = network
         self.colls = colls
@@ -87,10 +90,19 @@ class Simulation:
             or runs_in_lines(engines)
             or (bool(getattr(network, "aware", False)) and needs_live(engines))
         )
-        self.clock = Clock()
+        self.fold = fold
+        if fold is not None:
+            from chakra.sim.fold import FoldedClock, FoldRefused
+
+            if self.live or policy is not None or log is not None:
+                raise FoldRefused("collectives on the main clock, a policy or a log see every rank")
+            self.clock: Clock = FoldedClock(fold)
+        else:
+            self.clock = Clock()
         self.messenger = Messenger(self.clock, network, self.rendezvous)
         self.messenger.traffic = traffic
         self.meet = Rendezvous(engines, colls, self.clock, self.messenger, self.live)
+        self.meet.fold = fold
 
     def run(self) -> None:
         engines = self.engines
@@ -207,9 +219,18 @@ class Simulation:
                     else:
                         waiting[behind] = (r, end, x)
 
-        for r in range(len(engines)):
-            clock.schedule(0, r, -1)  # kick: issue the initially ready nodes
+        if self.fold is not None:
+            clock.kick(len(engines))  # type: ignore[attr-defined]
+        else:
+            for r in range(len(engines)):
+                clock.schedule(0, r, -1)  # kick: issue the initially ready nodes
         clock.run(on_node)
+        if self.fold is not None:
+            from chakra.sim.fold import FoldRefused, expand
+
+            if messenger.mismatched or any(engines[r].remaining for r in self.fold.reps):
+                raise FoldRefused("unmatched messages or a deadlock: the full run words them")
+            expand(engines, self.fold)
         self.events = sum(e.n - e.remaining for e in engines)  # nodes completed
         if messenger.mismatched:
             self.warnings.append(

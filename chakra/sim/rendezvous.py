@@ -34,7 +34,18 @@ def _what(ctype: int, size: int, per_peer: bool) -> str:
 
 
 class Rendezvous:
-    __slots__ = ("engines", "model", "clock", "messenger", "live", "pending", "takes_peers", "takes_issue_order")
+    __slots__ = (
+        "engines",
+        "model",
+        "clock",
+        "messenger",
+        "live",
+        "pending",
+        "takes_peers",
+        "takes_issue_order",
+        "fold",
+        "verified",
+    )
 
     def __init__(self, engines: list, model: Any, clock: Clock, messenger: Messenger, live: bool) -> None:
         self.engines = engines
@@ -48,11 +59,16 @@ class Rendezvous:
         # what the collective model understands (a caller's model may not)
         self.takes_peers = bool(getattr(model, "takes_peers", False))
         self.takes_issue_order = bool(getattr(model, "takes_issue_order", False))
+        self.fold: Any = None  # a chakra.sim.fold.Fold when only one slice of the ranks runs
+        self.verified: set[tuple] = set()  # folded local collectives whose copies were computed once
 
     def join(self, r: int, x: int) -> None:
         """Rank r issues its collective node x now."""
         e = self.engines[r]
         ctype, size, pg, members, inv = e.info[x]
+        if self.fold is not None and members in self.fold.replica:
+            self._join_replica(r, x, ctype, size, members, inv)
+            return
         # an all-to-all with per-peer sizes: members' totals differ, their byte lists say it all
         lists = e.peers.get(x) if self.takes_peers else None
         sq = e.coll_seq.get(pg, 0)
@@ -101,18 +117,82 @@ class Rendezvous:
             rows = dict(p[2])
             starts = [self.engines[m].start[rows[m]] for m in members]
             more = {"peers": tuple(p[6][m] for m in members)} if p[6] is not None else {}
+            held = self.model.held(members, starts) if self.fold is not None else ()
             if self.takes_issue_order:
                 ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]], **more)
             else:
                 ends = self.model.finish(ctype, size, members, inv, starts, **more)
             # Members ending at the same ns complete in the model's order when it gives one.
             order = getattr(self.model, "finish_order", ())
+            if self.fold is not None:
+                self._check_copies(ctype, size, members, inv, starts, [r for r, _ in p[2]], held, ends, order)
             if len(order) != len(members):
                 order = range(len(members))
             schedule = self.clock.schedule
             for i in sorted(order, key=ends.__getitem__):
                 m = members[i]
                 schedule(ends[i], m, rows[m])
+
+    # -- a folded run (chakra.sim.fold): slice 0 runs, every entry standing for its copies --
+    def _join_replica(self, r: int, x: int, ctype: int, size: int, members: tuple, inv: Any) -> None:
+        """Rank r's copies join their replica group, each when its own copy of this entry runs
+        (`FoldedClock.burst`); the last one to join computes every member's finish, as the full
+        run's last joiner would, and books them all in the model's order."""
+        from chakra.sim.fold import FoldRefused
+
+        clock = self.clock
+        model = self.model
+
+        def last_joined(copies: list) -> None:
+            now = clock.now
+            starts = [now] * len(members)
+            issued = [members[k] for k in copies]
+            if self.takes_issue_order:
+                ends = model.finish(ctype, size, members, inv, starts, issued=issued)
+            else:
+                ends = model.finish(ctype, size, members, inv, starts)
+            if len(set(ends)) != 1:
+                raise FoldRefused("a replica group's members would end at different ns")
+            if model.alternates_trees:
+                raise FoldRefused("double-binary trees alternate across every rank's collectives")
+            order = tuple(getattr(model, "finish_order", ()))
+            clock.put_burst(ends[0], r, x, order if len(order) == len(members) else range(len(members)))  # type: ignore[attr-defined]
+
+        clock.burst(last_joined)  # type: ignore[attr-defined]
+
+    def _check_copies(
+        self,
+        ctype: int,
+        size: int,
+        members: tuple,
+        inv: Any,
+        starts: list,
+        issued: list,
+        held: tuple,
+        ends: list,
+        order: Any,
+    ) -> None:
+        """A slice-0 group's collective stands for its shifted copies: the model must give them
+        the same finishes (computed once per distinct call); their per-rank model state follows."""
+        from chakra.sim.fold import FoldRefused
+
+        fold = self.fold
+        model = self.model
+        if model.alternates_trees:
+            raise FoldRefused("double-binary trees alternate across every rank's collectives")
+        key = (ctype, size, members, inv, tuple(s - starts[0] for s in starts), tuple(issued), held)
+        if key not in self.verified:
+            for k in range(1, fold.copies):
+                shifted = fold.shifted(members, k)
+                off = k * fold.stride
+                got = model.finish(ctype, size, shifted, inv, starts, issued=[m + off for m in issued])
+                if got != ends or tuple(model.finish_order) != tuple(order):
+                    raise FoldRefused("the collective model answers a shifted group differently")
+            self.verified.add(key)
+            model.finish_order = order
+            return
+        for k in range(1, fold.copies):
+            model.copy_rank_state(members, k * fold.stride)
 
     def _finisher(self, key: tuple) -> Any:
         def finished(rank: int) -> None:
