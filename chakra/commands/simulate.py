@@ -85,6 +85,12 @@ _Traffic = typer.Option(
     "in the tables, --json, the --log and the --html report.",
 )
 _TrafficBins = typer.Option(40, "--traffic-bins", help="Time bins of the --traffic figures.")
+_NoFold = typer.Option(
+    False,
+    "--no-fold",
+    help="Run every rank even where data-parallel copies of one slice of ranks fold into it "
+    "(the answers are the same; for checking).",
+)
 _Html = typer.Option(None, "--html", help="Write a self-contained HTML report (per-rank times; traffic heat map).")
 _MissingDeps = typer.Option(
     MissingDeps.error,
@@ -114,6 +120,7 @@ def simulate_cmd(
     missing_deps: MissingDeps = _MissingDeps,
     traffic: bool = _Traffic,
     traffic_bins: int = _TrafficBins,
+    no_fold: bool = _NoFold,
     html: Optional[Path] = _Html,
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
@@ -153,6 +160,7 @@ def simulate_cmd(
             missing_deps=missing_deps.value,
             traffic=traffic,
             traffic_bins=traffic_bins,
+            fold=not no_fold,
         )
         # The configs are read once, here, for the simulation and the ASTRA-sim checks alike (a
         # config on standard input could not be read twice).
@@ -250,6 +258,13 @@ def _print_result(result, quiet: bool) -> None:
         table.add_row(str(rank), *(f"{v:,}" for v in cells))
     console.print(table)
     console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)")
+    if s.get("fold"):
+        copies = s["fold"]["copies"]
+        info(
+            f"{len(result.ranks) // copies} of {len(result.ranks)} ranks simulated, each standing for its {copies} "
+            "data-parallel copies (exact; --no-fold runs every rank)",
+            quiet,
+        )
     if s.get("replayed_collectives"):
         info(
             f"{s['replayed_collectives']} collective(s) replayed from duration_micros (BROADCAST, types "

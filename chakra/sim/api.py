@@ -528,7 +528,7 @@ def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWrite
     # its copies (chakra/sim/fold.py), unless the run shows it cannot stand for the full one.
     fold = None
     if log is None and not models.opts.traffic and models.policy is None and models.opts.fold:
-        fold = find_fold(engines, models.network, models.collectives, models.memory)
+        fold = find_fold(engines, models.network, models.collectives)
     if fold is not None:
         try:
             return attempt(None, fold)

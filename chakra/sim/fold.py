@@ -1,32 +1,32 @@
-"""Folding replica ranks: one slice of the ranks simulated, every entry standing for its copies.
+"""Folding replica ranks: one slice of the ranks simulated, each entry standing for its copies.
 
-A data-parallel job repeats one slice of ranks R times: rank `r + k*S` (k = 1..R-1) runs the
-same compiled trace as rank `r` of slice 0, its point-to-point peers are shifted by `k*S`, and
-each of its process groups is either the shifted copy of a slice-0 group ("local") or the orbit
-`(r, r+S, ..., r+(R-1)S)` itself ("replica": a data-parallel gradient all-reduce). On the
-congestion-unaware backend with isolated collectives, the copies then run the same timeline.
+Data-parallel ranks (and often the ranks of one tensor-parallel group) run one trace: rank `m` is
+copy `k = (m // stride) % copies` of the slice rank `m - k * stride`. `find_fold` takes that as
+given only where the compiled ranks say so: the same nodes and times, point-to-point peers
+shifted by `k * stride` (and as far apart on the network), every process group either the shifted
+copy of a slice group ("local") or a slice rank's orbit `(r, r + stride, ...)` ("replica": a
+data-parallel gradient all-reduce); and only with the built-in models on the congestion-unaware
+backend with isolated collectives.
 
-Exact to the ns only if the copies also see their same-ns entries in the same order, since a
-rank's issue loop runs in that order. The full run's queue has a structure that makes that
-checkable (`docs/simulator.md`, "Where the 3-D step's time goes"):
+Exact to the ns takes more than equal timelines: the order in which a rank's same-ns entries run
+decides its issue loop, and ASTRA-sim's order is the order of booking. So the full run's queue is
+kept entry for entry: its entry `(rank, payload)` is `(slice rank, payload, copy, record)` here,
+in the same place. The first copy of an entry to come up runs for real, as that copy, and records
+what it books; the others replay those bookings as their own, in their own places (a few list
+operations instead of the node's processing). That is the full run's queue because every booking
+is made by the entry being processed, so a copy's entries keep one order in every copy (and the
+first copies of two entries come up in that order too, so the joins and messages run for real
+meet as in each copy's own run). The exception: a replica group's completions are booked by its
+last member to join, for every copy at once, in the model's order; here too, when the last copy
+of the joining entry comes up, the model computing every member's finish from the copies' join
+order.
 
-- the copies of an entry are booked in slice order: the kick rank by rank, every other booking by
-  the entry being processed (the copies of which run in slice order), a collective's completions
-  in member order; so the last member to join a replica group is always the last copy;
-- so the full queue is the slice's queue with each entry `(rank, payload)` standing for its
-  copies `(rank, payload, k)`. Copy 0 runs for real and records what it books (`acts`); copy k
-  replays those bookings as copy k's, in the same places of the queue, which costs a few list
-  operations instead of the node's whole processing;
-- a replica group completes when its last copy joins: the representative's join computes every
-  member's finish (all equal, or the fold is refused) and records a burst, which the last copy's
-  replay books for all copies at that point of the queue.
-
-What the copies can see in different orders: a burst entry and another entry booked at the same
-ns for the same target time (the burst is placed by the last copy's processing, the other by each
-copy's own). Whenever a time step books both, `FoldRefused` is raised and the caller runs every
-rank instead; so are a replica group whose members would end at different ns or in another order,
-a local group whose shifted copy the collective model answers differently, an unmatched
-send/receive and a deadlock (the full run words those).
+Where that exception could give copies different orders, the fold is refused (`FoldRefused`) and
+every rank runs: a replica completion booked in the same time step and for the same ns as any
+other entry. So are a replica group whose members would end at different ns, a slice group whose
+shifted copy the collective model answers differently (checked once per distinct call), trees
+that alternate across all ranks' collectives, unmatched messages and deadlocks (the full run
+words them). `docs/simulator.md` ("Folding replica ranks") has the figures.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Fold:
         return tuple(m + off for m in members)
 
 
-def find_fold(engines: list[RankEngine], net: Any, colls: Any, memory: Any) -> Optional[Fold]:
+def find_fold(engines: list[RankEngine], net: Any, colls: Any) -> Optional[Fold]:
     """The widest fold the ranks allow, or None. Candidates come from the process groups whose
     members are evenly spaced (a data-parallel group: rank r and its copies, `stride` apart).
 

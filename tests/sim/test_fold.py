@@ -128,3 +128,19 @@ def test_tensor_parallel_ranks_fold_and_pipeline_stages_do_not(tmp_path):
     prefix = generate_transformer(tmp_path / "p", "--pp", "4", "--batch", "2", "--layers", "4", "--microbatches", "2")
     res = _both(str(prefix), NetworkConfig(["Ring"], [4], [50.0], [500.0]))
     assert res.settings["fold"] is None
+
+
+def test_the_command_says_it_folded_and_no_fold_gives_the_same_ranks(tmp_path, run_cli):
+    import json
+
+    prefix = generate_transformer(tmp_path / "t", "--dp", "8", "--batch", "8", "--layers", "1", "--microbatches", "1")
+    net = tmp_path / "net.yml"
+    net.write_text("topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    args = ["simulate", str(prefix), "--network", str(net), "--congestion", "unaware"]
+    folded = run_cli(*args)
+    assert folded.exit_code == 0, folded.stderr
+    assert "1 of 8 ranks simulated, each standing for its 8 data-parallel copies" in folded.stderr
+    a = json.loads(run_cli(*args, "--json", "-q").stdout)
+    b = json.loads(run_cli(*args, "--json", "-q", "--no-fold").stdout)
+    assert a["settings"]["fold"] == {"copies": 8, "stride": 1} and b["settings"]["fold"] is None
+    assert a["ranks"] == b["ranks"] and a["finish_ns"] == b["finish_ns"] > 0
