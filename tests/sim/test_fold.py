@@ -144,3 +144,53 @@ def test_the_command_says_it_folded_and_no_fold_gives_the_same_ranks(tmp_path, r
     b = json.loads(run_cli(*args, "--json", "-q", "--no-fold").stdout)
     assert a["settings"]["fold"] == {"copies": 8, "stride": 1} and b["settings"]["fold"] is None
     assert a["ranks"] == b["ranks"] and a["finish_ns"] == b["finish_ns"] > 0
+
+
+@pytest.mark.parametrize("change", ["duration", "peer", "group"])
+def test_a_rank_that_differs_from_its_copies_is_not_folded(tmp_path, change):
+    """One copy made different (a kernel's time, a message's peer, a collective's group): the
+    ranks are no longer copies, and the answers are the full run's."""
+    import json
+
+    from chakra.io import read_trace, write_trace
+    from chakra.schema.attrs import set_attr
+
+    prefix = generate_transformer(tmp_path / "t", "--dp", "4", "--pp", "2", "--batch", "4", "--layers", "2",
+                                  "--microbatches", "1")  # fmt: skip
+    net = NetworkConfig(["Switch", "Switch"], [4, 2], [50.0] * 2, [500.0] * 2)
+    assert _both(str(prefix), net).settings["fold"] is not None
+    path = tmp_path / "t.3.et"
+    trace = read_trace(path)
+    if change == "duration":
+        node = next(n for n in trace.nodes if n.type == NodeType.COMP_NODE)
+        node.duration_micros += 1
+        for a in node.attr:
+            if a.name in ("num_ops", "tensor_size"):
+                a.int64_val = a.int64_val * 2 if a.name == "num_ops" else a.int64_val
+    elif change == "peer":
+        node = next(n for n in trace.nodes if n.type == NodeType.COMM_SEND_NODE)
+        set_attr(node, "comm_tag", 99)
+        recv_path = tmp_path / "t.7.et"  # its receiver, so that the trace still runs
+        peer = read_trace(recv_path)
+        other = next(n for n in peer.nodes if n.type == NodeType.COMM_RECV_NODE)
+        set_attr(other, "comm_tag", 99)
+        write_trace(recv_path, peer)
+    else:
+        groups = json.loads((tmp_path / "t.comm_groups.json").read_text())
+        name = next(k for k, v in groups.items() if 3 in v and len(v) == 4)
+        groups["99"] = groups[name]
+        (tmp_path / "t.comm_groups.json").write_text(json.dumps(groups))
+        for r in groups[name]:  # every member renames the group, rank 3 keeps its place
+            t = read_trace(tmp_path / f"t.{r}.et")
+            for n in t.nodes:
+                for a in n.attr:
+                    if a.name == "pg_name" and a.string_val == name:
+                        a.string_val = "99"
+            write_trace(tmp_path / f"t.{r}.et", t)
+    if change != "group":
+        write_trace(path, trace)
+    res = _both(str(prefix), net)
+    if change == "group":  # renaming a group changes nothing: still copies
+        assert res.settings["fold"] is not None
+    else:
+        assert res.settings["fold"] is None
