@@ -37,6 +37,7 @@ from chakra.sim.compiler import (  # noqa: F401 (re-exported: the kind codes are
     runs_in_lines,
 )
 from chakra.sim.core import Clock, Completion, SimDeadlock
+from chakra.sim.fold import FoldedClock, FoldRefused, expand
 from chakra.sim.messages import Messenger
 from chakra.sim.rendezvous import Rendezvous
 
@@ -92,8 +93,6 @@ class Simulation:
         )
         self.fold = fold
         if fold is not None:
-            from chakra.sim.fold import FoldedClock, FoldRefused
-
             if self.live or policy is not None or log is not None:
                 raise FoldRefused("collectives on the main clock, a policy or a log see every rank")
             self.clock: Clock = FoldedClock(fold)
@@ -226,8 +225,6 @@ class Simulation:
                 clock.schedule(0, r, -1)  # kick: issue the initially ready nodes
         clock.run(on_node)
         if self.fold is not None:
-            from chakra.sim.fold import FoldRefused, expand
-
             if messenger.mismatched or any(engines[r].remaining for r in self.fold.reps):
                 raise FoldRefused("unmatched messages or a deadlock: the full run words them")
             expand(engines, self.fold)

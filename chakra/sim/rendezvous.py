@@ -26,6 +26,7 @@ from typing import Any
 from chakra.collective_order import meet_key
 from chakra.schema import collective_name
 from chakra.sim.core import Clock, SimDeadlock
+from chakra.sim.fold import FoldRefused
 from chakra.sim.messages import Messenger
 
 
@@ -138,8 +139,6 @@ class Rendezvous:
         """Rank r's copies join their replica group, each when its own copy of this entry runs
         (`FoldedClock.burst`); the last one to join computes every member's finish, as the full
         run's last joiner would, and books them all in the model's order."""
-        from chakra.sim.fold import FoldRefused
-
         clock = self.clock
         model = self.model
 
@@ -174,8 +173,6 @@ class Rendezvous:
     ) -> None:
         """A slice-0 group's collective stands for its shifted copies: the model must give them
         the same finishes (computed once per distinct call); their per-rank model state follows."""
-        from chakra.sim.fold import FoldRefused
-
         fold = self.fold
         model = self.model
         if model.alternates_trees:
