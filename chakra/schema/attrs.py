@@ -170,7 +170,11 @@ def set_attrs(msg: Message, values: Mapping[str, Any]) -> None:
 
 def attr_value(attr: pb.AttributeProto) -> Any:
     """Python value of an AttributeProto, whatever its arm (lists come back as lists)."""
-    arm = attr.WhichOneof("value")
+    return _arm_value(attr, attr.WhichOneof("value"))
+
+
+def _arm_value(attr: pb.AttributeProto, arm: Optional[str]) -> Any:
+    """`attr_value` for an attribute whose set arm is known (`WhichOneof` asked once)."""
     if arm is None:
         return None
     value = getattr(attr, arm)
@@ -212,15 +216,10 @@ def read_attrs(msg: Message) -> tuple[dict[str, Any], list[tuple[str, str, str]]
     misplaced: list[tuple[str, str, str]] = []
     for attr in msg.attr:
         name = attr.name
-        arm = attr.WhichOneof("value")  # once per attribute: attr_value, inlined (hot in plans)
+        arm = attr.WhichOneof("value")  # once per attribute, for both answers
         expected = CONVENTIONS.get(name)
         if expected is not None and arm != expected:
             misplaced.append((name, arm or "none", expected))
         if name not in values:
-            if arm is None:
-                values[name] = None
-            elif arm.endswith("_list"):
-                values[name] = list(getattr(attr, arm).values)
-            else:
-                values[name] = getattr(attr, arm)
+            values[name] = _arm_value(attr, arm)
     return values, misplaced

@@ -532,7 +532,7 @@ def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWrite
     if fold is not None:
         try:
             return attempt(None, fold)
-        except (FoldRefused, OverlapsEarlierTraffic, SimDeadlock):
+        except (FoldRefused, SimDeadlock):  # (a fold needs the unaware network: no overlaps)
             for e in engines:
                 e._reset()
             models.fresh()

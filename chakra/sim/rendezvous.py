@@ -118,21 +118,27 @@ class Rendezvous:
             rows = dict(p[2])
             starts = [self.engines[m].start[rows[m]] for m in members]
             more = {"peers": tuple(p[6][m] for m in members)} if p[6] is not None else {}
+            issued = [r for r, _ in p[2]]
             held = self.model.held(members, starts) if self.fold is not None else ()
-            if self.takes_issue_order:
-                ends = self.model.finish(ctype, size, members, inv, starts, issued=[r for r, _ in p[2]], **more)
-            else:
-                ends = self.model.finish(ctype, size, members, inv, starts, **more)
-            # Members ending at the same ns complete in the model's order when it gives one.
-            order = getattr(self.model, "finish_order", ())
+            ends, order = self._finish(ctype, size, members, inv, starts, issued, **more)
             if self.fold is not None:
-                self._check_copies(ctype, size, members, inv, starts, [r for r, _ in p[2]], held, ends, order)
-            if len(order) != len(members):
-                order = range(len(members))
+                self._check_copies(ctype, size, members, inv, starts, issued, held, ends, order)
             schedule = self.clock.schedule
             for i in sorted(order, key=ends.__getitem__):
                 m = members[i]
                 schedule(ends[i], m, rows[m])
+
+    def _finish(
+        self, ctype: int, size: int, members: tuple, inv: Any, starts: list, issued: list, **more: Any
+    ) -> tuple[list[int], Any]:
+        """Every member's finish from the model, and the order in which members ending at the
+        same ns complete (the model's, when it gives one; else the members' order)."""
+        if self.takes_issue_order:
+            ends = self.model.finish(ctype, size, members, inv, starts, issued=issued, **more)
+        else:
+            ends = self.model.finish(ctype, size, members, inv, starts, **more)
+        order = getattr(self.model, "finish_order", ())
+        return ends, order if len(order) == len(members) else range(len(members))
 
     # -- a folded run (chakra.sim.fold): slice 0 runs, every entry standing for its copies --
     def _join_replica(self, r: int, x: int, ctype: int, size: int, members: tuple, inv: Any) -> None:
@@ -143,19 +149,13 @@ class Rendezvous:
         model = self.model
 
         def last_joined(copies: list) -> None:
-            now = clock.now
-            starts = [now] * len(members)
-            issued = [members[k] for k in copies]
-            if self.takes_issue_order:
-                ends = model.finish(ctype, size, members, inv, starts, issued=issued)
-            else:
-                ends = model.finish(ctype, size, members, inv, starts)
+            starts = [clock.now] * len(members)
+            ends, order = self._finish(ctype, size, members, inv, starts, [members[k] for k in copies])
             if len(set(ends)) != 1:
                 raise FoldRefused("a replica group's members would end at different ns")
             if model.alternates_trees:
                 raise FoldRefused("double-binary trees alternate across every rank's collectives")
-            order = tuple(getattr(model, "finish_order", ()))
-            clock.put_burst(ends[0], r, x, order if len(order) == len(members) else range(len(members)))  # type: ignore[attr-defined]
+            clock.put_burst(ends[0], r, x, order)  # type: ignore[attr-defined]
 
         clock.burst(last_joined)  # type: ignore[attr-defined]
 
@@ -180,13 +180,13 @@ class Rendezvous:
         key = (ctype, size, members, inv, tuple(s - starts[0] for s in starts), tuple(issued), held)
         if key not in self.verified:
             for k in range(1, fold.copies):
-                shifted = fold.shifted(members, k)
                 off = k * fold.stride
-                got = model.finish(ctype, size, shifted, inv, starts, issued=[m + off for m in issued])
-                if got != ends or tuple(model.finish_order) != tuple(order):
+                got, got_order = self._finish(
+                    ctype, size, fold.shifted(members, k), inv, starts, [m + off for m in issued]
+                )
+                if got != ends or tuple(got_order) != tuple(order):
                     raise FoldRefused("the collective model answers a shifted group differently")
             self.verified.add(key)
-            model.finish_order = order
             return
         for k in range(1, fold.copies):
             model.copy_rank_state(members, k * fold.stride)

@@ -10,6 +10,7 @@ and those fold (asserted there).
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -47,17 +48,10 @@ def test_a_data_parallel_step_runs_one_rank(tmp_path):
 
 
 def _net(rng: random.Random, n: int) -> NetworkConfig:
-    shapes = [c for k in (1, 2, 3) for c in itertools.product([2, 4, 8], repeat=k) if _prod(c) == n]
+    shapes = [c for k in (1, 2, 3) for c in itertools.product([2, 4, 8], repeat=k) if math.prod(c) == n]
     counts = list(rng.choice(shapes))
     topo = [rng.choice(["Ring", "Switch", "FullyConnected"]) for _ in counts]
     return NetworkConfig(topo, counts, [rng.choice([25.0, 50.0, 100.0])] * len(counts), [500.0] * len(counts))
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 @pytest.mark.parametrize("seed", range(6))
