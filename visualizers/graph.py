@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -42,8 +44,12 @@ FORMATS = ("pdf", "svg", "png", "dot", "graphml")
 RENDERED = frozenset({"pdf", "svg", "png"})
 #: Above this many boxes a drawing stops being readable and `dot` slows to tens of seconds.
 DEFAULT_MAX_NODES = 300
-#: What an automatically collapsed overview aims at (boxes over all ranks).
+#: What an automatically collapsed view aims at (boxes over all ranks).
 READABLE_BOXES = 80
+#: What the overview of a big trace aims at (boxes over all ranks): a page read in a minute.
+OVERVIEW_BOXES = 120
+#: ... and per rank at least (a many-rank overview needs several boxes a rank to say anything).
+OVERVIEW_MIN_PER_RANK = 14
 DEFAULT_TIMEOUT_S = 120.0
 INSTALL_HINT = "install Graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
 ZOOM_HINT = "narrow it with --rank, --ids A:B, --around ID --depth K, --type or --name REGEX, or raise --max-nodes"
@@ -104,10 +110,13 @@ def choose_view(
     edges: str = "all",
     links: bool = True,
     limit: bool = True,
+    expand: Sequence[re.Pattern[str]] = (),
 ) -> tuple[View, list[str]]:
     """The view to draw and notes for the user; with `auto`, collapse only as much as needed to fit.
 
     `limit=False` (GraphML, meant for analysis tools) never collapses automatically and never refuses.
+    A trace too big to draw node by node, with a call tree to read steps and phases from, gets the
+    overview (see `overview`); `expand` opens the overview's boxes whose title matches.
     """
     if collapse not in COLLAPSE_MODES:
         raise InputError(f"unknown --collapse {collapse!r}; use one of {', '.join(COLLAPSE_MODES)}")
@@ -122,8 +131,15 @@ def choose_view(
     cache: dict = {}
 
     def build(mode: str, target: int = 0) -> View:
-        return build_view(traces, filters, mode, edges, links, target=target, kept_by_rank=kept, cache=cache)
+        return build_view(
+            traces, filters, mode, edges, links, target=target, kept_by_rank=kept, cache=cache, expand=expand
+        )
 
+    tree = any(has_call_tree(t) for t in traces)
+    overview_target = max(OVERVIEW_MIN_PER_RANK, min(max_nodes, OVERVIEW_BOXES) // max(1, len(kept)))
+    if collapse == "overview" or (collapse == "auto" and expand):
+        view = build("overview", overview_target)
+        return view, [_overview_note(view, selected, max_nodes, expand)]
     if collapse != "auto":
         if limit and count_boxes(traces, kept, collapse, 0, cache) > max_nodes:
             n = count_boxes(traces, kept, collapse, 0, cache)
@@ -134,7 +150,9 @@ def choose_view(
         return build(collapse), []
     if not limit or selected <= max_nodes:
         return build("none"), []
-    tree = any(has_call_tree(t) for t in traces)
+    if tree and count_boxes(traces, kept, "overview", overview_target, cache) <= max_nodes:
+        view = build("overview", overview_target)
+        return view, [_overview_note(view, selected, max_nodes, expand)]
     target = max(8, min(max_nodes, READABLE_BOXES) // max(1, len(kept)))
     tried = []
     for mode in ("adaptive", "annotation", "prefix") if tree else ("name", "prefix"):
@@ -155,6 +173,19 @@ def choose_view(
         f"first {shown}. {ZOOM_HINT}{_first_ids_hint(traces, kept, max_nodes)} (or write --graphml, which has no limit)"
     )
     return view, [note]
+
+
+def _overview_note(view: View, selected: int, max_nodes: int, expand: Sequence[re.Pattern[str]]) -> str:
+    """What the overview shows and how to look inside a box."""
+    from chakra.visualizers.graph_formats import OVERVIEW_TEXT
+
+    biggest = max(view.boxes, key=lambda b: b.count)
+    why = f"{selected} nodes exceed --max-nodes {max_nodes}: " if selected > max_nodes and not expand else ""
+    return (
+        f"{why}drew an overview, {OVERVIEW_TEXT.get(view.level, view.level)} ({len(view.boxes)} boxes). "
+        f"Look inside a box with --expand REGEX on its title (e.g. --expand {shlex.quote(biggest.name)}), "
+        f"or draw its nodes with --ids {biggest.first_id}:{biggest.last_id} --collapse op, or --around ID"
+    )
 
 
 #: ranks drawn side by side at most when only a window of a big multi-rank trace fits
@@ -247,6 +278,7 @@ def visualize(
     edges: str = "all",
     links: bool = True,
     timeout: float = DEFAULT_TIMEOUT_S,
+    expand: Sequence[re.Pattern[str]] = (),
 ) -> VisualizeResult:
     """Draw `traces` into `output` (pdf, svg, png, dot or graphml); see the module docstring."""
     t0 = time.perf_counter()
@@ -257,7 +289,14 @@ def visualize(
         find_dot()  # fail before any work when Graphviz is missing
     filters = filters or Filters()
     view, notes = choose_view(
-        traces, filters, collapse=collapse, max_nodes=max_nodes, edges=edges, links=links, limit=fmt != "graphml"
+        traces,
+        filters,
+        collapse=collapse,
+        max_nodes=max_nodes,
+        edges=edges,
+        links=links,
+        limit=fmt != "graphml",
+        expand=expand,
     )
     output = Path(output)
     if fmt == "graphml":

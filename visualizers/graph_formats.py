@@ -27,6 +27,7 @@ EDGE_STYLE = {
     "data": 'color="#333333", arrowhead=normal',
     "ctrl": 'color="#8a8a8a", style=dashed, arrowhead=onormal',
     "peer": 'color="#cc0000", style=dotted, penwidth=1.3, constraint=false',
+    "order": 'color="#b0b0b0", arrowhead=vee, arrowsize=0.4',
 }
 # Collective membership edges keep layout constraints so the instance diamond sits below its members.
 HUB_EDGE_STYLE = 'color="#cc0000", style=dotted, penwidth=1.3, dir=none'
@@ -36,6 +37,13 @@ COLLAPSE_TEXT = {
     "prefix": "grouped by name prefix",
     "name": "grouped by repeated name",
     "adaptive": "grouped by top-level operator, busiest annotations folded",
+    "overview": "overview",
+}
+OVERVIEW_TEXT = {
+    "phase": "one box per phase run (forward, backward, optimizer) of each lane",
+    "block": "phases cut into repeated blocks (layers)",
+    "op": "one box per top-level operator",
+    "node": "one box per node",
 }
 
 
@@ -96,12 +104,12 @@ def _box_label(box: Box) -> str:
     small = '<FONT POINT-SIZE="8" COLOR="#333333">'
     lines = []
     title = _bold(shorten(box.name))
-    if box.is_group:
+    if box.is_group and not box.detail:
         title += f" ×{box.count}"
     lines.append(title)
     info = []
     if box.is_group:
-        info.append(f"ids {box.first_id}–{box.last_id}")
+        info.append(f"{box.count} nodes" if box.detail else f"ids {box.first_id}–{box.last_id}")
         if box.duration_us:
             info.append(f"Σ {fmt_us(box.duration_us)}")
     else:
@@ -109,7 +117,9 @@ def _box_label(box: Box) -> str:
         if box.duration_us:
             info.append(fmt_us(box.duration_us))
     lines.append(small + xml_text(" · ".join(info)) + "</FONT>")
-    if box.is_group and len(box.kinds) > 1:
+    if box.detail:
+        lines.append(small + xml_text(_cut(box.detail, LABEL_WIDTH + 8)) + "</FONT>")
+    if box.is_group and len(box.kinds) > 1 and not box.detail:
         mix = " · ".join(f"{c} {_KIND_WORD.get(k, k)}" for k, c in sorted(box.kinds.items(), key=lambda kv: -kv[1]))
         lines.append(small + xml_text(mix) + "</FONT>")
     if box.comm:
@@ -153,6 +163,10 @@ def _legend(view: View) -> str:
             '<TR><TD><FONT COLOR="#cc0000">····</FONT></TD>'
             '<TD ALIGN="LEFT">cross-rank: send→recv, collective members</TD></TR>'
         )
+    if "order" in deps:
+        rows.append('<TR><TD><FONT COLOR="#9a9a9a">──›</FONT></TD><TD ALIGN="LEFT">next box in the same lane</TD></TR>')
+    if view.lanes:
+        rows.append('<TR><TD>▢</TD><TD ALIGN="LEFT">lane: host thread, GPU stream, communication</TD></TR>')
     if any(b.is_group for b in view.boxes):
         rows.append('<TR><TD>▭▭</TD><TD ALIGN="LEFT">double outline: group of consecutive nodes</TD></TR>')
     table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
@@ -170,7 +184,9 @@ def _title(view: View) -> str:
     elif ranks:
         parts.append(f"{len(ranks)} ranks")
     shown = f"{view.selected_nodes} of {view.total_nodes} nodes"
-    if view.collapsed_by:
+    if view.level:
+        shown += f" in {len(view.boxes)} boxes (overview: {OVERVIEW_TEXT.get(view.level, view.level)})"
+    elif view.collapsed_by:
         shown += f" in {len(view.boxes)} boxes ({COLLAPSE_TEXT.get(view.collapsed_by, view.collapsed_by)})"
     parts.append(shown)
     line2 = []
@@ -199,14 +215,16 @@ class _Cluster:
         self.children: dict[int, _Cluster] = {}
 
 
-def _write_clusters(w: Callable[[str], object], rank: int, boxes: list[Box], names: dict, indent: str) -> None:
-    """Boxes nested in annotation clusters; a cluster holding a single box is not drawn."""
+def _write_clusters(
+    w: Callable[[str], object], rank: int, boxes: list[Box], names: dict, indent: str, lanes: frozenset = frozenset()
+) -> None:
+    """Boxes nested in annotation clusters; a cluster holding a single box is not drawn, except a lane."""
     counts: Counter = Counter(a for b in boxes for a in b.path)
     root = _Cluster()
     for box in boxes:
         node = root
         for a in box.path:
-            if counts[a] > 1:
+            if counts[a] > 1 or (rank, a) in lanes:
                 node = node.children.setdefault(a, _Cluster())
         node.boxes.append(box)
     stack: list[tuple[str, object]] = [("node", root)]
@@ -221,8 +239,11 @@ def _write_clusters(w: Callable[[str], object], rank: int, boxes: list[Box], nam
         if what == "open":
             a, cluster = item  # type: ignore[misc]
             label = xml_text(shorten(names.get((rank, a), str(a)), 60))
-            w(f"{pad}subgraph cluster_r{rank}_a{a} {{\n")
-            w(f'{pad}  label=<<I>{label}</I>>; style="rounded,filled"; fillcolor="#f7f7f7"; color="#b0b0b0"; ')
+            w(f"{pad}subgraph cluster_r{rank}_a{str(a).replace('-', 'm')} {{\n")
+            if (rank, a) in lanes:
+                w(f'{pad}  label=<<B>{label}</B>>; style="filled"; fillcolor="#ffffff"; color="#7f9fbf"; ')
+            else:
+                w(f'{pad}  label=<<I>{label}</I>>; style="rounded,filled"; fillcolor="#f7f7f7"; color="#b0b0b0"; ')
             w("fontsize=10;\n")
             depth += 1
             stack.append(("close", None))
@@ -259,7 +280,7 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
             w(f"  subgraph cluster_rank{rank} {{\n")
             w(f'    label=<<B>rank {rank}</B>>; style="rounded"; color="#9e9e9e"; fontsize=11;\n')
             indent = "    "
-        _write_clusters(w, rank, by_rank.get(rank, []), view.cluster_names, indent)
+        _write_clusters(w, rank, by_rank.get(rank, []), view.cluster_names, indent, frozenset(view.lanes))
         if clustered:
             w("  }\n")
     for hub in view.hubs:

@@ -105,7 +105,14 @@ def _containment_tree(nodes: Sequence[pb.Node]) -> dict[int, int]:
 
 
 def call_parents(trace: Trace) -> tuple[dict[int, int], bool]:
-    """(id -> caller id, whether it came from ctrl_deps): a ctrl_deps call tree, else time containment."""
+    """(id -> caller id, whether it came from ctrl_deps): a ctrl_deps call tree, else time containment.
+
+    Traces that record inclusive times per thread (our PyTorch converter) nest by time: their
+    ctrl_deps are a serial chain that forks now and then (a launch, a collective's queue) and would
+    read as a tree of a few branches.
+    """
+    if any(a.name == "inclusive_dur" for n in trace.nodes for a in n.attr):
+        return _containment_tree(trace.nodes), False
     tree = _ctrl_tree(trace.nodes)
     if tree:
         return tree, True
@@ -170,12 +177,19 @@ class Plan:
     collapsed_regions: set[int] = field(default_factory=set)
     #: True when ctrl_deps are the call tree itself: their edges into a cluster repeat the containment.
     ctrl_is_tree: bool = False
+    #: The overview's level of detail ("phase", "block", "op", "node"), else "".
+    level: str = ""
+    #: Box key -> a line saying what the box holds (the overview's operator mix).
+    details: dict[Any, str] = field(default_factory=dict)
+    #: Clusters that are lanes -> which lane (host thread, GPU stream, communication): drawn even
+    #: around one box, and the boxes of one lane (over all steps) are chained in time order.
+    lanes: dict[int, str] = field(default_factory=dict)
 
 
 #: Keys naming one subtree of the call tree (an operator, a region, a node): all their nodes form one
 #: box even when other threads' nodes come between them in file order. Prefix/name keys only merge
 #: consecutive nodes.
-IDENTITY_KEYS = frozenset({"op", "ann", "node"})
+IDENTITY_KEYS = frozenset({"op", "ann", "node", "ov"})
 
 
 def _groups(keys: list[Any]) -> list[list[int]]:
@@ -198,15 +212,30 @@ def _groups(keys: list[Any]) -> list[list[int]]:
     return groups
 
 
-def plan_groups(trace: Trace, kept: list[int], mode: str, target: int = 0, cache: Optional[dict] = None) -> Plan:
-    """Group keys for the kept nodes; `cache` (any dict) shares the call-tree work between modes."""
+def plan_groups(
+    trace: Trace,
+    kept: list[int],
+    mode: str,
+    target: int = 0,
+    cache: Optional[dict] = None,
+    expand: Sequence[re.Pattern[str]] = (),
+) -> Plan:
+    """Group keys for the kept nodes; `cache` (any dict) shares the call-tree work between modes.
+
+    `expand` (overview only): boxes whose title matches are opened one level further.
+    """
     cache = {} if cache is None else cache
     key = (id(trace), len(trace.nodes))
     if key not in cache:
         parents, from_ctrl = call_parents(trace)
         cache[key] = (CallTree(trace.nodes, parents), from_ctrl, {})
     tree, from_ctrl, memo = cache[key]
-    plan = _plan(trace, kept, mode, target, tree, memo)
+    if mode == "overview":
+        from chakra.visualizers.overview import plan_overview
+
+        plan = plan_overview(trace, kept, target, expand, tree, memo)
+    else:
+        plan = _plan(trace, kept, mode, target, tree, memo)
     plan.ctrl_is_tree = from_ctrl
     return plan
 

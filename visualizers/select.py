@@ -21,7 +21,7 @@ from chakra.trace import Trace
 from chakra.visualizers.grouping import Plan, group_runs, is_wrapper, plan_groups
 from chakra.visualizers.kinds import KIND_PRIORITY, describe_comm, node_facts
 
-COLLAPSE_MODES = ("auto", "none", "op", "annotation", "prefix", "name", "adaptive")
+COLLAPSE_MODES = ("auto", "overview", "none", "op", "annotation", "prefix", "name", "adaptive")
 EDGE_MODES = ("all", "data", "ctrl")
 
 
@@ -93,6 +93,8 @@ class Box:
     cpu_side_comm: bool = False
     path: tuple[int, ...] = ()  # annotation clusters holding this box, outermost first
     header_of: Optional[int] = None  # set when this box is the annotation node heading its cluster
+    detail: str = ""  # one more line about what the box holds (the overview's operator mix)
+    start_us: int = 0  # earliest recorded start of its nodes (orders the boxes of a lane)
 
     @property
     def is_group(self) -> bool:
@@ -103,7 +105,7 @@ class Box:
 class Edge:
     src: str
     dst: str
-    dep: str  # "data", "ctrl" or "peer" (cross-rank send->recv, collective membership)
+    dep: str  # "data", "ctrl", "order" (next box of a lane) or "peer" (cross-rank send->recv)
     count: int = 1
 
 
@@ -128,6 +130,8 @@ class View:
     collapsed_by: Optional[str]
     sources: list[str]
     cluster_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (rank, annotation id) -> name
+    lanes: set[tuple[int, int]] = field(default_factory=set)  # (rank, cluster id) of the overview's lanes
+    level: str = ""  # the overview's level of detail
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,15 +251,22 @@ def _boxes(rank: int, trace: Trace, kept: list[int], plan: Plan) -> tuple[list[B
         first = nodes[kept[run[0]]]
         box = _single_box(rank, first)
         box.path = plan.paths[run[0]]
+        box.start_us = first.start_time_micros
+        if plan.level:
+            box.name = plan.labels[run[0]]
+            box.detail = plan.details.get(plan.keys[run[0]], "")
         if len(run) > 1:
             box.key = f"r{rank}_g{first.id}"
             box.name = plan.labels[run[0]]
             kinds = box.kinds
             lo = hi = first.id
             dur = box.duration_us
+            start = box.start_us
             for pos in run[1:]:
                 n = nodes[kept[pos]]
                 nid = n.id
+                if n.start_time_micros and (not start or n.start_time_micros < start):
+                    start = n.start_time_micros
                 if nid < lo:
                     lo = nid
                 elif nid > hi:
@@ -269,7 +280,7 @@ def _boxes(rank: int, trace: Trace, kept: list[int], plan: Plan) -> tuple[list[B
                 else:
                     kinds[node_kind(n)] += 1
             box.count = len(run)
-            box.first_id, box.last_id, box.duration_us = lo, hi, dur
+            box.first_id, box.last_id, box.duration_us, box.start_us = lo, hi, dur, start
             # Colour of the most common kind; ties go to the more telling kind (comm over compute).
             box.kind = min(kinds, key=lambda k: (-kinds[k], KIND_PRIORITY.index(k)))
         elif plan.keys[run[0]][0] == "ann":
@@ -299,14 +310,19 @@ def selections(traces: Sequence[Trace], filters: Filters) -> dict[int, list[int]
 
 
 def count_boxes(
-    traces: Sequence[Trace], kept_by_rank: dict[int, list[int]], mode: str, target: int, cache: dict
+    traces: Sequence[Trace],
+    kept_by_rank: dict[int, list[int]],
+    mode: str,
+    target: int,
+    cache: dict,
+    expand: Sequence[re.Pattern[str]] = (),
 ) -> int:
     """How many boxes a collapse mode gives, without building them."""
     total = 0
     for pos, trace in enumerate(traces):
         kept = kept_by_rank.get(rank_of(trace, pos))
         if kept is not None:
-            total += len(group_runs(plan_groups(trace, kept, mode, target, cache)))
+            total += len(group_runs(plan_groups(trace, kept, mode, target, cache, expand)))
     return total
 
 
@@ -319,11 +335,13 @@ def build_view(
     target: int = 0,
     kept_by_rank: Optional[dict[int, list[int]]] = None,
     cache: Optional[dict] = None,
+    expand: Sequence[re.Pattern[str]] = (),
 ) -> View:
     """The view of `traces` after filters and grouping (`adaptive` aims at `target` boxes per rank).
 
     Control edges from an annotation to the nodes inside its cluster are not drawn: the cluster
-    already shows that containment.
+    already shows that containment. In the overview, the boxes of one lane are chained in time
+    order and only dependencies between lanes (launches, syncs) are drawn besides.
     """
     if collapse == "auto":
         raise ValueError("resolve 'auto' before build_view (see graph.choose_view)")
@@ -337,6 +355,8 @@ def build_view(
         kept_by_rank = selections(traces, filters)
     cache = {} if cache is None else cache
     cluster_names: dict[tuple[int, int], str] = {}
+    lanes: set[tuple[int, int]] = set()
+    level = ""
     for pos, trace in enumerate(traces):
         rank = rank_of(trace, pos)
         total += len(trace.nodes)
@@ -345,9 +365,13 @@ def build_view(
         ranks.append(rank)
         kept = kept_by_rank[rank]
         selected += len(kept)
-        plan = plan_groups(trace, kept, collapse, target, cache)
+        plan = plan_groups(trace, kept, collapse, target, cache, expand)
         boxes, owner = _boxes(rank, trace, kept, plan)
         cluster_names.update(((rank, a), name) for a, name in plan.cluster_names.items())
+        level = level or plan.level
+        if plan.lanes:
+            lanes.update((rank, a) for a in plan.lanes)
+            _lane_order(boxes, plan.lanes, edge_counts)
         owners[rank] = owner
         all_boxes.extend(boxes)
         by_key = {b.key: b for b in boxes}
@@ -366,6 +390,8 @@ def build_view(
                         continue
                     if src == dst:
                         continue
+                    if plan.lanes and plan.lanes.get(by_key[src].path[-1]) == plan.lanes.get(by_key[dst].path[-1]):
+                        continue  # within a lane the time order is drawn instead
                     if dep == "ctrl" and plan.ctrl_is_tree:
                         head = by_key[src].header_of
                         if head is not None and head in by_key[dst].path:
@@ -399,7 +425,21 @@ def build_view(
         collapsed_by=None if collapse == "none" else collapse,
         sources=[str(t.path) for t in traces if t.path is not None],
         cluster_names=cluster_names,
+        lanes=lanes,
+        level=level,
     )
+
+
+def _lane_order(boxes: list[Box], lanes: dict[int, str], edge_counts: dict[tuple[str, str, str], int]) -> None:
+    """Chain the boxes of each lane in the order they start (file order where no times are recorded)."""
+    by_lane: dict[str, list[Box]] = defaultdict(list)
+    for box in boxes:
+        if box.path and box.path[-1] in lanes:
+            by_lane[lanes[box.path[-1]]].append(box)
+    for members in by_lane.values():
+        members.sort(key=lambda b: b.start_us)
+        for a, b in zip(members, members[1:]):
+            edge_counts[(a.key, b.key, "order")] += 1
 
 
 def _cross_rank_links(
