@@ -57,13 +57,19 @@ class ChromeTraceWriter:
         self._processes: set[int] = set()
         out.write(b'{"traceEvents":[\n')
 
-    def process(self, pid: int, name: str) -> None:
-        """Name a process (once) and keep processes in pid order."""
+    def process(self, pid: int, name: str, sort_index: Optional[int] = None) -> None:
+        """Name a process (once) and order it (by pid unless `sort_index` is given)."""
         if pid in self._processes:
             return
         self._processes.add(pid)
+        order = pid if sort_index is None else sort_index
         self.add({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
-        self.add({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        self.add({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": order}})
+
+    def named_thread(self, pid: int, tid: int, name: str, sort_index: int) -> None:
+        """Name a track (a host thread, a GPU stream) and place it among the process's tracks."""
+        self.add({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+        self.add({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": sort_index}})
 
     def thread(self, pid: int, resource: str, lane: int) -> None:
         tid = lane_tid(resource, lane)
@@ -84,16 +90,24 @@ class ChromeTraceWriter:
             {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": ts_us, "dur": dur_us, "args": args}
         )
 
-    def flow(self, flow_id: int, src: tuple[int, int, float], dst: tuple[int, int, float]) -> None:
-        """A dependency arrow from the slice at src (pid, tid, ts) to the slice starting at dst."""
+    def flow(
+        self,
+        flow_id: int,
+        src: tuple[int, int, float],
+        dst: tuple[int, int, float],
+        name: str = "dep",
+        cat: str = "dependency",
+    ) -> None:
+        """An arrow from the slice at src (pid, tid, ts) to the slice enclosing dst's ts (`bp: e`).
+
+        `name` and `cat` say what it means: a dependency, a kernel launch, a message, a collective.
+        """
         self.flow_events += 2
-        self.add(
-            {"name": "dep", "cat": "dependency", "ph": "s", "id": flow_id, "pid": src[0], "tid": src[1], "ts": src[2]}
-        )
+        self.add({"name": name, "cat": cat, "ph": "s", "id": flow_id, "pid": src[0], "tid": src[1], "ts": src[2]})
         self.add(
             {
-                "name": "dep",
-                "cat": "dependency",
+                "name": name,
+                "cat": cat,
                 "ph": "f",
                 "bp": "e",
                 "id": flow_id,

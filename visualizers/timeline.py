@@ -34,6 +34,7 @@ from chakra.simlog import iter_records
 from chakra.trace import Trace
 from chakra.visualizers.chrome_trace import ChromeTraceWriter, lane_tid
 from chakra.visualizers.kinds import COMPUTE, KIND_TRACK, RESOURCE_TID, node_facts
+from chakra.visualizers.recorded import earliest_start, has_tracks, layout_rank, write_ranks
 
 PathLike = Union[str, Path]
 
@@ -175,8 +176,12 @@ def timeline_from_log(
     *,
     traces: Optional[Sequence[Trace]] = None,
     flows: bool = False,
+    recorded: bool = True,
 ) -> TimelineResult:
     """Convert a simulator log (chakra CSV or ASTRA-sim lines) to Chrome trace JSON.
+
+    With `recorded` and traces that carry start times, each rank's recorded timeline is drawn
+    right under its simulated one (process `rank N · recorded`), both starting at 0.
 
     `traces` (one per NPU, rank = NPU) give node types, sizes and dependencies; without them the
     kind comes from the log's type column (ASTRA-sim) or the node name. `flows` draws dependency
@@ -186,6 +191,7 @@ def timeline_from_log(
     if flows and not traces:
         raise InputError("dependency arrows (--flows) need the trace: add --trace PREFIX")
     info = catalog(traces, flows) if traces else None
+    compare = bool(recorded and traces and earliest_start(traces) is not None)
     # Hot loop: one issue and one callback per op, so lanes and the event batch are handled inline
     # (a method call per record is a measurable share of a million-op conversion).
     busy_of: dict[tuple[int, str], list[int]] = {}  # (npu, resource) -> open ops per lane (0/1)
@@ -232,7 +238,7 @@ def timeline_from_log(
                     name_only += 1
                 if npu not in seen_npus:
                     seen_npus.add(npu)
-                    w.process(npu, f"NPU {npu}")
+                    w.process(npu, f"NPU {npu}", 2 * npu if compare else None)
                 resource = resource_of.get(kind, COMPUTE)
                 busy = busy_of.get((npu, resource))
                 if busy is None:
@@ -305,7 +311,8 @@ def timeline_from_log(
                 f"{name_only} op(s) placed on tracks by their names only; add --trace PREFIX for node types and sizes"
             )
         span = (t_max - (t_min or 0)) / 1000 if w.complete_events else 0.0
-        return _close(w, output, str(log), "simulator ns / 1000", span, warnings)
+        extra = recorded_beside(w, traces, warnings) if compare and traces else {}
+        return _close(w, output, str(log), "simulator ns / 1000", span, warnings, extra)
 
 
 def timeline_from_traces(
@@ -319,6 +326,8 @@ def timeline_from_traces(
     A rank whose nodes carry no start times at all is laid out by dependencies and durations
     (as soon as possible, unbounded resources), and a warning says so.
     """
+    if has_tracks(traces):
+        return _profiler_timeline(traces, output, flows)
     warnings: list[str] = []
     lanes_made: set[tuple[int, str, int]] = set()
     flow_id = 0
@@ -389,8 +398,92 @@ def timeline_from_traces(
         return _close(w, output, source, "trace start_time_micros / duration_micros", span, warnings)
 
 
+def _node_args(node: pb.Node) -> tuple[str, dict[str, Any]]:
+    ni = node_info(node)
+    return ni.kind, ni.args
+
+
+def _ranked(traces: Sequence[Trace], shift: float) -> list[tuple[int, Trace, Any]]:
+    return [(t.rank if t.rank is not None else pos, t, layout_rank(t, shift)) for pos, t in enumerate(traces)]
+
+
+def _layout_notes(ranked: list[tuple[int, Trace, Any]], warnings: list[str]) -> dict[str, Any]:
+    skipped = sum(r[2].skipped for r in ranked)
+    overlapped = sum(r[2].overlapped for r in ranked)
+    if overlapped:
+        warnings.append(
+            f"{overlapped} slice(s) overlap another on their thread or stream without nesting; "
+            "they are on the extra tracks named '#2', '#3'"
+        )
+    return {"filler_nodes_not_drawn": skipped, "slices_on_extra_tracks": overlapped}
+
+
+def _profiler_timeline(traces: Sequence[Trace], output: Optional[PathLike], flows: bool) -> TimelineResult:
+    """Traces with host threads / GPU streams: the profiler layout of `recorded`."""
+    warnings: list[str] = []
+    ranked = _ranked(traces, 0.0)
+    with _Sink(output) as out:
+        w = ChromeTraceWriter(out)
+        counts, t_min, t_max = write_ranks(w, ranked, _node_args)
+        if flows:
+            _dependency_flows(w, ranked)
+        notes = _layout_notes(ranked, warnings)
+        notes.update(launch_flows=counts.launch, message_flows=counts.p2p, collective_flows=counts.collective)
+        span = t_max - t_min if w.complete_events else 0.0
+        source = ", ".join(str(t.path) for t in traces if t.path is not None)
+        return _close(w, output, source, "trace start_time_micros, host ops inclusive", span, warnings, notes)
+
+
+def _dependency_flows(w: ChromeTraceWriter, ranked: list[tuple[int, Trace, Any]], pid_of: Any = None) -> None:
+    """--flows: one arrow per dependency between drawn slices (gaps and queues are not drawn)."""
+    pid_of = pid_of or (lambda r: r)
+    flow_id = w.flow_events // 2 + 1_000_000_000
+    for rank, trace, layout in ranked:
+        pid = pid_of(rank)
+        slices = layout.slices
+        for n in trace.nodes:
+            dst = slices.get(n.id)
+            if dst is None:
+                continue
+            for d in sorted(set(n.data_deps).union(n.ctrl_deps)):
+                src = slices.get(d)
+                if src is not None and d != n.id:
+                    flow_id += 1
+                    w.flow(flow_id, (pid, src.tid, src.start), (pid, dst.tid, dst.start))
+
+
+def recorded_beside(w: ChromeTraceWriter, traces: Sequence[Trace], warnings: list[str]) -> dict[str, Any]:
+    """The recorded timeline of `traces` next to a simulated one: process `rank N · recorded` right
+    after `NPU N`, its times shifted so that the earliest recorded start is 0 like the simulation's."""
+    t0 = earliest_start(traces)
+    if t0 is None:
+        return {}
+    ranked = _ranked(traces, float(t0))
+    counts, _, _ = write_ranks(
+        w,
+        ranked,
+        _node_args,
+        pid_of=lambda r: RECORDED_PID + r,
+        label="rank {rank} · recorded",
+        sort_of=lambda r: 2 * r + 1,
+    )
+    notes = _layout_notes(ranked, warnings)
+    notes.update(recorded_shift_us=t0, recorded_pid_offset=RECORDED_PID)
+    return notes
+
+
+#: Process ids of the recorded ranks shown beside a simulated run (pid = this + rank).
+RECORDED_PID = 100_000
+
+
 def _close(
-    w: ChromeTraceWriter, output: Any, source: str, unit: str, span: float, warnings: list[str]
+    w: ChromeTraceWriter,
+    output: Any,
+    source: str,
+    unit: str,
+    span: float,
+    warnings: list[str],
+    extra: Optional[dict[str, Any]] = None,
 ) -> TimelineResult:
     """Write the trailer (what the times mean) and return the summary both timeline sources share."""
     w.close(
@@ -400,6 +493,7 @@ def _close(
             "time_unit": f"ts and dur in microseconds ({unit})",
             "processes": w.processes,
             "span_us": span,
+            **(extra or {}),
         }
     )
     return TimelineResult(

@@ -20,14 +20,23 @@ def timeline_cmd(
         None, "--trace", help="For a log: the simulated trace (PREFIX or files) to look up node types and sizes."
     ),
     flows: bool = typer.Option(False, "--flows", help="Draw dependency arrows (flow events)."),
+    recorded: bool = typer.Option(
+        True,
+        "--recorded/--no-recorded",
+        help="For a log with --trace that has start times: show each rank's recorded timeline under its simulated one.",
+    ),
     quiet: bool = QuietOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Write a timeline for https://ui.perfetto.dev or chrome://tracing.
 
-    One process per NPU/rank; threads 1, 2, 3 are its memory, compute and
-    communication resources, with extra lanes when ops overlap on one
-    resource. Times are µs; node id, type and sizes are in each slice's args.
+    One process per NPU/rank. A trace that records host threads and GPU
+    streams (converted PyTorch/Kineto, Nsight, CUPTI) gets one named track
+    per thread and stream, host operators nested by call stack, arrows from
+    each kernel's launching operator, and arrows between ranks for messages
+    and collectives. Otherwise (and for simulator logs) threads 1, 2, 3 are
+    the memory, compute and communication resources. Times are µs; node id,
+    type and sizes are in each slice's args.
 
     Inputs: the simulator's log (issue|callback,npu,time_ns,node_id,name
     lines from `chakra simulate --log`), ASTRA-sim's stdout with workload
@@ -53,7 +62,7 @@ def timeline_cmd(
             if len(inputs) > 1:
                 raise InputError("give one log file at a time (the log already holds every NPU)")
             traces = read_traces(trace) if trace else None
-            result = timeline_from_log(first, output, traces=traces, flows=flows)
+            result = timeline_from_log(first, output, traces=traces, flows=flows, recorded=recorded)
         else:
             if trace:
                 raise InputError("--trace is for log inputs; the inputs here are traces already")
@@ -68,7 +77,7 @@ def timeline_cmd(
         elif output is not None:
             info(
                 f"wrote {escape(str(output))}: {result.processes} processes, {result.complete_events} events"
-                f"{f', {result.flow_events // 2} dependency arrows' if result.flow_events else ''}, "
+                f"{f', {result.flow_events // 2} arrows' if result.flow_events else ''}, "
                 f"span {result.span_us:,.3f} µs. Open it in https://ui.perfetto.dev or chrome://tracing",
                 quiet,
             )

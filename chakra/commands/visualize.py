@@ -44,8 +44,16 @@ def visualize_cmd(
     collapse: str = typer.Option(
         "auto",
         "--collapse",
-        help="Group consecutive nodes: auto (only when over --max-nodes), none, op (top-level operator), "
-        "annotation, prefix (name prefix), name (repeated names).",
+        help="Group nodes: auto (only when over --max-nodes: the overview where steps and phases can be "
+        "read), overview (steps, phases, repeated blocks; threads and streams as lanes), none, op (top-level "
+        "operator), annotation, adaptive, prefix (name prefix), name (repeated names).",
+    ),
+    expand: list[str] = typer.Option(
+        [],
+        "--expand",
+        "-e",
+        help="Overview: open the boxes whose title matches this regular expression one level further "
+        "(phase -> blocks -> operators -> nodes); repeat to go deeper or open several.",
     ),
     edges: Edges = typer.Option(Edges.all, "--edges", help="Which dependencies to draw: all, data or ctrl."),
     links: bool = typer.Option(True, "--links/--no-links", help="Cross-rank send->recv and collective links."),
@@ -67,13 +75,18 @@ def visualize_cmd(
     dependencies dashed. Several ranks: one cluster per rank, with dotted
     red links between matching send/recv pairs and collective instances.
 
-    Big traces: above --max-nodes, consecutive nodes are grouped into boxes
-    (top-level operator, annotation or name prefix) with counts and total
-    time. Zoom in with the filters. DOT and GraphML need no Graphviz.
+    Big traces: above --max-nodes, a trace with a host call tree (PyTorch)
+    is drawn as an overview: each profiler step, its forward / backward /
+    optimizer phases cut into repeated blocks (layers), one lane per host
+    thread, GPU stream and communication, each box with its node count and
+    time. Look inside a box with --expand REGEX, or draw nodes with --ids /
+    --around. DOT and GraphML need no Graphviz.
 
     Examples:
 
       chakra visualize run/trace -o graph.pdf
+
+      chakra visualize out/gpu -o step.png --expand 'forward block 1/'
 
       chakra visualize run/trace.0.et --svg -o g.svg --around 42 --depth 3
 
@@ -115,6 +128,7 @@ def visualize_cmd(
             return
         filters = Filters(depth=depth, around=around)
         try:
+            expand_patterns = [re.compile(e) for e in expand]
             if rank:
                 filters.ranks = frozenset(rank)
             if ids is not None:
@@ -143,6 +157,7 @@ def visualize_cmd(
             edges=edges.value,
             links=links,
             timeout=timeout,
+            expand=expand_patterns,
         )
         for note in result.notes:
             info(f"[yellow]note:[/] {escape(note)}", quiet)
