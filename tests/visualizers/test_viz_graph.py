@@ -17,7 +17,7 @@ from chakra.schema import NodeType
 from chakra.trace import Trace, make_node
 from chakra.visualizers import graph as graph_mod
 from chakra.visualizers.graph import TooManyNodes, choose_view, visualize
-from chakra.visualizers.select import Filters
+from chakra.visualizers.select import Filters, build_view
 
 HAVE_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
@@ -106,7 +106,11 @@ def test_auto_collapse_keeps_every_node_and_all_time(tmp_path, shapes):
     assert notes and "exceed --max-nodes 100" in notes[0] and "--around" in notes[0]
     assert sum(b.count for b in view.boxes) == len(trace.nodes)
     assert sum(b.duration_us for b in view.boxes) == total_dur
-    # Top-level operators stay visible; the optimizer loop is folded into one box per step.
+    # The default is the overview: per step, the forward operators, the optimizer, the all-reduce.
+    assert view.collapsed_by == "overview"
+    assert {view.cluster_names[(0, b.path[0])] for b in view.boxes if b.path} >= {"ProfilerStep#1", "ProfilerStep#2"}
+    # `adaptive`: top-level operators stay visible; the optimizer loop is folded into one box per step.
+    view = build_view([trace], Filters(), "adaptive", target=80)
     names = [b.name for b in view.boxes]
     assert names.count("Optimizer.step#Adam.step") == 2
     opt = [b for b in view.boxes if b.name == "Optimizer.step#Adam.step"]
@@ -122,7 +126,7 @@ def test_auto_collapse_keeps_every_node_and_all_time(tmp_path, shapes):
 def test_collapsed_view_draws_annotation_clusters(tmp_path, shapes):
     trace = shapes.pytorch_like(steps=2, layers=8)
     result = visualize([trace], tmp_path / "c.dot", max_nodes=60)
-    assert result.view.collapsed_by == "adaptive"
+    assert result.view.collapsed_by == "overview"
     g = _pydot_graph(tmp_path / "c.dot")
     labels = [s.get_label() for s in g.get_subgraphs()]
     assert any("ProfilerStep#1" in (lab or "") for lab in labels)
