@@ -283,6 +283,12 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
         _write_clusters(w, rank, by_rank.get(rank, []), view.cluster_names, indent, frozenset(view.lanes))
         if clustered:
             w("  }\n")
+    if clustered:
+        # Ranks left to right in rank order: their first boxes share a row, chained invisibly.
+        firsts = [by_rank[r][0].key for r in view.ranks if by_rank.get(r)]
+        if len(firsts) > 1:
+            w("  { rank=same; " + "; ".join(dot_string(k) for k in firsts) + "; }\n")
+            w("  " + " -> ".join(dot_string(k) for k in firsts) + " [style=invis];\n")
     for hub in view.hubs:
         w(f'  {dot_string(hub.key)} [shape=diamond, fillcolor="#fde9d9", fontsize=8, label={dot_string(hub.label)}];\n')
         for member in hub.members:

@@ -172,7 +172,12 @@ def analyse(
             lanes.append(("stream", stream) if isinstance(stream, int) else ("gpu", 0))
         else:
             tid = f.get("tid")
-            lanes.append(("thread", tid if isinstance(tid, int) else 0))
+            if not isinstance(tid, int):
+                # the converter's `idle` node has no thread: it follows the node before it
+                before = [index[d] for d in (*m.ctrl_deps, *m.data_deps) if index.get(d, len(lanes)) < len(lanes)]
+                lanes.append(lanes[before[0]] if before else ("thread", 0))
+                continue
+            lanes.append(("thread", tid))
 
     # The host operator each node counts under: its top-level operator; kernels and collectives
     # that of their launcher (or call-tree parent), gaps and queues that of their owner.
