@@ -13,6 +13,7 @@ base + 3·lane, named "compute #2" and so on).
 
 from __future__ import annotations
 
+import bisect
 import json
 from importlib import resources
 from typing import IO, Any, Optional
@@ -140,3 +141,60 @@ class ChromeTraceWriter:
         self._out.write(b'\n],"displayTimeUnit":"ns","otherData":')
         self._out.write(orjson.dumps(other_data or {}))
         self._out.write(b"}\n")
+
+
+def importer_problems(doc: dict[str, Any], limit: int = 10) -> list[str]:
+    """What Perfetto's JSON importer would drop or misdraw in a trace we wrote (empty when none).
+
+    The rules (Perfetto's json_trace_parser and its flow v1 handling): every process and track
+    used is named by `process_name` / `thread_name` metadata; complete events on one track nest
+    (a slice that starts inside another must end inside it, else it is dropped); every flow id has
+    one `s` and one `f`, each at a timestamp inside a slice of its track (`s` binds to the
+    enclosing slice, `f` with `bp: e` too).
+    """
+    problems: list[str] = []
+    events = doc.get("traceEvents", [])
+    procs = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    tracks = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    slices: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X":
+            key = (e["pid"], e["tid"])
+            if e["pid"] not in procs or key not in tracks:
+                problems.append(f"slice {e['name']!r} on an unnamed process or track {key}")
+            slices.setdefault(key, []).append((e["ts"], e["ts"] + e["dur"]))
+    for key, items in slices.items():
+        items.sort(key=lambda s: (s[0], -s[1]))
+        stack: list[float] = []
+        for start, end in items:
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if stack and end > stack[-1]:
+                problems.append(f"track {key}: slice at {start} µs ends at {end}, after its parent's end {stack[-1]}")
+            stack.append(end)
+    starts = {key: [s for s, _ in items] for key, items in slices.items()}
+    # Longest slice so far, per track, for the "is ts inside some slice" test by bisection.
+    reach: dict[tuple[int, int], list[float]] = {}
+    for key, items in slices.items():
+        best, out = float("-inf"), []
+        for _, end in items:
+            best = max(best, end)
+            out.append(best)
+        reach[key] = out
+    flows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for e in events:
+        if e.get("ph") in ("s", "f"):
+            flows.setdefault((e["cat"], e["id"]), []).append(e)
+    for (cat, fid), ends in flows.items():
+        phases = sorted(e["ph"] for e in ends)
+        if phases != ["f", "s"]:
+            problems.append(f"flow {cat} #{fid}: events {phases}, expected one s and one f")
+            continue
+        for e in ends:
+            key = (e["pid"], e["tid"])
+            i = bisect.bisect_right(starts.get(key, []), e["ts"]) - 1
+            if i < 0 or reach[key][i] < e["ts"]:
+                problems.append(f"flow {cat} #{fid}: its {e['ph']} at {e['ts']} µs on {key} is inside no slice")
+        if len(problems) > limit:
+            break
+    return problems[:limit]

@@ -46,14 +46,14 @@ def has_tracks(traces: Sequence[Trace]) -> bool:
     return False
 
 
-@dataclass
 class Slice:
-    node: pb.Node
-    start: float
-    dur: float
-    track: tuple[str, int]
-    facts: dict[str, Any]
-    tid: int = 0
+    """One drawn node: its start and length (µs), track, launcher and the thread id it got."""
+
+    __slots__ = ("node", "start", "dur", "track", "launcher", "tid")
+
+    def __init__(self, node: pb.Node, start: float, dur: float, track: tuple[str, int], launcher: Any) -> None:
+        self.node, self.start, self.dur, self.track, self.launcher = node, start, dur, track, launcher
+        self.tid = 0
 
 
 @dataclass
@@ -101,7 +101,7 @@ def layout_rank(trace: Trace, shift: float = 0.0) -> RankLayout:
         incl = f.get("inclusive_dur")
         if isinstance(incl, int) and incl > dur:
             dur = float(incl)
-        out[n.id] = Slice(n, n.start_time_micros - shift, dur, _track_of(n, f), f)
+        out[n.id] = Slice(n, n.start_time_micros - shift, dur, _track_of(n, f), f.get("launcher"))
     by_track: dict[tuple[str, int], list[Slice]] = defaultdict(list)
     for s in out.values():
         by_track[s.track].append(s)
@@ -172,7 +172,7 @@ def write_ranks(
             t_min = min(t_min, s.start)
             t_max = max(t_max, s.start + s.dur)
         for s in items:
-            launcher = s.facts.get("launcher")
+            launcher = s.launcher
             if isinstance(launcher, int) and launcher in layout.slices:
                 src = layout.slices[launcher]
                 flow_id += 1

@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from chakra.io import read_traces
-from chakra.visualizers.chrome_trace import load_schema
+from chakra.visualizers.chrome_trace import importer_problems, load_schema
 from chakra.visualizers.graph import choose_view, visualize
 from chakra.visualizers.select import Filters, View
 from chakra.visualizers.timeline import timeline_from_traces
@@ -157,34 +157,29 @@ def test_pipeline_overview_shows_1f1b_and_the_messages(pp4):
 
 
 def _check_perfetto_rules(doc: dict) -> dict:
-    """What Perfetto's JSON importer needs: named processes and tracks, complete events nested on
-    each track (no partial overlap), every flow an s/f pair whose ends lie inside a slice."""
+    """Schema, then what Perfetto's JSON importer needs (`importer_problems`); returns the track names."""
     jsonschema.validate(doc, load_schema())
-    events = doc["traceEvents"]
-    procs = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    slices = defaultdict(list)
-    for e in events:
-        if e["ph"] == "X":
-            assert (e["pid"], e["tid"]) in tracks and e["pid"] in procs
-            slices[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
-    for items in slices.values():
-        items.sort(key=lambda s: (s[0], -s[1]))
-        stack: list[float] = []
-        for start, end in items:
-            while stack and stack[-1] <= start:
-                stack.pop()
-            assert not stack or end <= stack[-1], "slices overlap without nesting"
-            stack.append(end)
-    pairs = defaultdict(list)
-    for e in events:
-        if e["ph"] in "sf":
-            pairs[(e["cat"], e["id"])].append(e)
-    for ends in pairs.values():
-        assert sorted(e["ph"] for e in ends) == ["f", "s"]
-        for e in ends:
-            assert any(a <= e["ts"] <= b for a, b in slices[(e["pid"], e["tid"])]), "flow end outside slices"
-    return tracks
+    assert importer_problems(doc) == []
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+
+
+def test_importer_rules_catch_what_perfetto_drops():
+    """The checker itself: a crossing slice, an unnamed track, a flow with no end or outside slices."""
+    meta = [
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "rank 0"}},
+        {"name": "thread_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "CPU thread 1"}},
+    ]
+    good = {"name": "a", "cat": "cpu", "ph": "X", "pid": 0, "tid": 1, "ts": 0, "dur": 10, "args": {"node_id": 1}}
+    crossing = {**good, "name": "b", "ts": 5, "dur": 10}
+    unnamed = {**good, "tid": 9}
+    s = {"name": "launch", "cat": "launch", "ph": "s", "id": 1, "pid": 0, "tid": 1, "ts": 2}
+    f_out = {**s, "ph": "f", "bp": "e", "ts": 50}
+    assert importer_problems({"traceEvents": [*meta, good, {**good, "ts": 2, "dur": 3}]}) == []
+    problems = importer_problems({"traceEvents": [*meta, good, crossing, unnamed, s, f_out]})
+    assert any("after its parent's end" in p for p in problems)
+    assert any("unnamed process or track (0, 9)" in p for p in problems)
+    assert any("inside no slice" in p for p in problems)
+    assert any("expected one s and one f" in p for p in importer_problems({"traceEvents": [*meta, good, s]}))
 
 
 def test_gpu_step_timeline_has_threads_streams_nesting_and_launch_arrows(gpu_step, tmp_path):
