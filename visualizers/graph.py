@@ -47,7 +47,7 @@ DEFAULT_MAX_NODES = 300
 #: What an automatically collapsed view aims at (boxes over all ranks).
 READABLE_BOXES = 80
 #: What the overview of a big trace aims at (boxes over all ranks): a page read in a minute.
-OVERVIEW_BOXES = 120
+OVERVIEW_BOXES = 160
 #: ... and per rank at least (a many-rank overview needs several boxes a rank to say anything).
 OVERVIEW_MIN_PER_RANK = 14
 DEFAULT_TIMEOUT_S = 120.0

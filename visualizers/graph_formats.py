@@ -28,6 +28,7 @@ EDGE_STYLE = {
     "ctrl": 'color="#8a8a8a", style=dashed, arrowhead=onormal',
     "peer": 'color="#cc0000", style=dotted, penwidth=1.3, constraint=false',
     "order": 'color="#b0b0b0", arrowhead=vee, arrowsize=0.4',
+    "step": "style=invis, weight=50",
 }
 # Collective membership edges keep layout constraints so the instance diamond sits below its members.
 HUB_EDGE_STYLE = 'color="#cc0000", style=dotted, penwidth=1.3, dir=none'
@@ -283,7 +284,7 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
         _write_clusters(w, rank, by_rank.get(rank, []), view.cluster_names, indent, frozenset(view.lanes))
         if clustered:
             w("  }\n")
-    if clustered:
+    if clustered and view.lanes:
         # Ranks left to right in rank order: their first boxes share a row, chained invisibly.
         firsts = [by_rank[r][0].key for r in view.ranks if by_rank.get(r)]
         if len(firsts) > 1:
@@ -295,6 +296,9 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
             w(f"  {dot_string(member)} -> {dot_string(hub.key)} [{HUB_EDGE_STYLE}];\n")
     for e in view.edges:
         extra = ""
+        if e.dep == "step":
+            w(f"  {dot_string(e.src)} -> {dot_string(e.dst)} [{EDGE_STYLE[e.dep]}];\n")
+            continue
         if e.count > 1:
             extra = f', label="×{e.count}", penwidth={min(1 + e.count / 10, 3):.1f}'
         w(f"  {dot_string(e.src)} -> {dot_string(e.dst)} [{EDGE_STYLE[e.dep]}{extra}];\n")
@@ -354,6 +358,8 @@ def write_graphml(view: View, out: IO[str]) -> None:
         )
     n = 0
     for e in view.edges:
+        if e.dep == "step":
+            continue  # layout only
         w(
             f'    <edge id="e{n}" source="{xml_text(e.src)}" target="{xml_text(e.dst)}">'
             f"{_data('e_dependency', e.dep)}{_data('e_count', e.count)}</edge>\n"

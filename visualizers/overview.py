@@ -33,6 +33,7 @@ from typing import Any, Optional
 from chakra.schema import NodeType
 from chakra.schema.attrs import attr_value
 from chakra.trace import Trace
+from chakra.visualizers.graph_formats import fmt_us
 from chakra.visualizers.grouping import IDLE_NAMES, CallTree, Plan, is_annotation, is_wrapper
 
 LEVELS = ("phase", "block", "op", "node")
@@ -45,6 +46,8 @@ _FACTS = frozenset({"is_cpu_op", "tid", "stream", "launcher", "gap_of", "queue_o
 _COMM_TYPES = frozenset({int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)})
 #: Shortest repeated operator sequence taken for a block (shorter repeats are loops, not layers).
 MIN_BLOCK_OPS = 3
+#: Longest block looked for (a transformer layer is a few dozen top-level operators).
+MAX_BLOCK_OPS = 400
 
 # Phase names, in the order a step runs them.
 FORWARD, BACKWARD, OPTIMIZER, ZERO_GRAD, AFTER = "forward", "backward", "optimizer", "zero_grad", "other"
@@ -64,27 +67,27 @@ def _phase_of_annotation(name: str) -> Optional[str]:
     return None
 
 
-def short_op(name: str) -> str:
-    """`aten::layer_norm` -> `layer_norm`, `autograd::engine::evaluate_function: MmBackward0` -> `MmBackward0`."""
+def short_op(name: str, width: int = 28) -> str:
+    """`aten::layer_norm` -> `layer_norm`, `autograd::engine::evaluate_function: MmBackward0` ->
+    `MmBackward0`, `torch.distributed.ddp.reducer::copy_bucket_to_grad` -> `copy_bucket_to_grad`."""
     if name.startswith(_AUTOGRAD_PREFIX):
         name = name[len(_AUTOGRAD_PREFIX) :]
-    if name.startswith("torch::autograd::"):
-        name = name[len("torch::autograd::") :]
-    if name.startswith("aten::"):
-        name = name[6:]
-    return name
+    head, sep, tail = name.rpartition("::")
+    if sep and tail and "(" not in head:
+        name = tail
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def find_repeat(seq: Sequence[Any], min_len: int = MIN_BLOCK_OPS) -> Optional[tuple[int, int, int]]:
     """(start, period, count) of the repetition of one subsequence that covers the most items.
 
     Consecutive copies only (a layer stack), count >= 2, period >= `min_len`; ties go to more copies.
-    O(n^2) over the sequence of top-level operators of one phase (hundreds), not over nodes.
+    O(n * MAX_BLOCK_OPS) over the top-level operators of one phase (hundreds), not over nodes.
     """
     n = len(seq)
     best: Optional[tuple[int, int, int]] = None
     best_score = (0, 0)
-    for p in range(min_len, n // 2 + 1):
+    for p in range(min_len, min(n // 2, MAX_BLOCK_OPS) + 1):
         run = 0
         # run = how many j in a row satisfy seq[j] == seq[j + p]; a run of r >= p gives r // p + 1 copies.
         for j in range(n - p):
@@ -111,6 +114,29 @@ class Lane:
     label: str
 
 
+#: A thread or stream with fewer than this share of a rank's nodes shares one lane with the others like it.
+MINOR_LANE_SHARE = 0.02
+
+
+def _merge_minor_lanes(lanes: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], dict[tuple[str, int], list[int]]]:
+    """Put the small threads and streams of a rank (gloo workers, side streams) in one lane per kind.
+
+    Each would be a column of one or two boxes; together they say "some work ran elsewhere" in one.
+    Returns the new lanes and, for each merged lane, the thread ids or streams it holds.
+    """
+    counts = Counter(lanes)
+    limit = MINOR_LANE_SHARE * len(lanes)
+    minor = {lane for lane, c in counts.items() if lane[0] in ("thread", "stream") and c < limit}
+    merged: dict[tuple[str, int], list[int]] = {}
+    for kind in ("thread", "stream"):
+        members = sorted(v for k, v in minor if k == kind)
+        if len(members) > 1:
+            merged[(kind, -1)] = members
+    if not merged:
+        return lanes, {}
+    return [(lane[0], -1) if lane in minor and (lane[0], -1) in merged else lane for lane in lanes], merged
+
+
 def lane_label(kind: str, value: int, autograd: bool = False) -> str:
     if kind == "thread":
         return f"CPU thread {value}" + (" (autograd)" if autograd else "")
@@ -133,6 +159,7 @@ class Overview:
     titles: dict[Any, str]
     details: dict[Any, str] = field(default_factory=dict)
     owners: list[int] = field(default_factory=list)  # index of the node a gap or queue belongs to
+    blocks: dict[Any, int] = field(default_factory=dict)  # phase key -> how many pieces its blocks cut it in
 
 
 def _facts(trace: Trace) -> list[dict[str, Any]]:
@@ -178,6 +205,7 @@ def analyse(
                 lanes.append(lanes[before[0]] if before else ("thread", 0))
                 continue
             lanes.append(("thread", tid))
+    lanes, merged = _merge_minor_lanes(lanes)
 
     # The host operator each node counts under: its top-level operator; kernels and collectives
     # that of their launcher (or call-tree parent), gaps and queues that of their owner.
@@ -211,6 +239,8 @@ def analyse(
         if nodes[i].start_time_micros:
             spans.append((nodes[i].start_time_micros, nodes[i].start_time_micros + length, s))
     spans.sort()
+    for start, end, s in spans:  # the step's wall time is what one reads first
+        step_names[s] = f"{names[s]} · {fmt_us(end - start)}"
     starts = [s[0] for s in spans]
     step_set = set(step_ids)
 
@@ -265,6 +295,7 @@ def analyse(
     key_of_top: dict[int, tuple[Any, Any, Any]] = {}
     titles: dict[Any, str] = {}
     details: dict[Any, str] = {}
+    blocks: dict[Any, int] = {}
     run_no = 0
     for ts in by_lane.values():
         ts.sort(key=lambda t: (nodes[tops[t]].start_time_micros, tops[t]))
@@ -299,6 +330,7 @@ def analyse(
                     pieces.append(
                         (end, len(run), f"{phase}: {tail[0]} … {tail[-1]}" if len(tail) > 1 else f"{phase}: {tail[0]}")
                     )
+            blocks[phase_key] = len(pieces)
             for b, (lo, hi, title) in enumerate(pieces):
                 block_key = ("b", run_no, b)
                 titles[block_key] = title
@@ -345,8 +377,11 @@ def analyse(
     for n in nodes:
         titles.setdefault(("n", n.id), n.name)
     lane_names = {lane: lane_label(lane[0], lane[1], lane in autograd_lanes) for lane in set(lanes)}
+    for lane, members in merged.items():
+        what = "CPU threads" if lane[0] == "thread" else "GPU streams"
+        lane_names[lane] = f"{what} {', '.join(map(str, members[:6]))}{', …' if len(members) > 6 else ''}"
     owners = [owner(i) for i in range(len(nodes))]
-    return Overview(lanes, lane_names, steps, step_names, keys, titles, details, owners)
+    return Overview(lanes, lane_names, steps, step_names, keys, titles, details, owners, blocks)
 
 
 def _op_mix(names: list[str], most: int = 3) -> str:
@@ -450,13 +485,23 @@ def _open_phases(ov: Overview, kept: list[int], box_key: Any, target: int) -> se
         phase_boxes[pk].add(box_key(i, PHASE))
         block_boxes[pk].add(box_key(i, BLOCK))
     total = sum(len(b) for b in phase_boxes.values())
-    opened = set()
-    costs = sorted((len(block_boxes[pk]) - len(phase_boxes[pk]), n, pk) for n, pk in enumerate(phase_boxes))
-    for cost, _, pk in costs:
+    # Runs that look alike (the forward of every step, cut into the same number of blocks) open
+    # together, so that two steps of one loop are drawn alike.
+    alike: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for pk in phase_boxes:
+        alike[(ov.titles[pk], ov.blocks.get(pk, 1))].append(pk)
+    costs = []
+    for n, members in enumerate(alike.values()):
+        cost = sum(len(block_boxes[pk]) - len(phase_boxes[pk]) for pk in members)
+        costs.append((cost, n, members))
+    # The model's own structure (forward and backward layers) first, then the cheapest.
+    costs.sort(key=lambda c: (ov.titles[c[2][0]] not in (FORWARD, BACKWARD), c[0], c[1]))
+    opened: set[Any] = set()
+    for cost, _, members in costs:
         if cost <= 0:
             continue
         if total + cost > target:
             break
-        opened.add(pk)
+        opened.update(members)
         total += cost
     return opened

@@ -105,7 +105,7 @@ class Box:
 class Edge:
     src: str
     dst: str
-    dep: str  # "data", "ctrl", "order" (next box of a lane) or "peer" (cross-rank send->recv)
+    dep: str  # "data", "ctrl", "order" (next box of a lane), "step" (layout only) or "peer" (send->recv)
     count: int = 1
 
 
@@ -440,6 +440,17 @@ def _lane_order(boxes: list[Box], lanes: dict[int, str], edge_counts: dict[tuple
         members.sort(key=lambda b: b.start_us)
         for a, b in zip(members, members[1:]):
             edge_counts[(a.key, b.key, "order")] += 1
+    # Steps one under the other: the last box to start in a step holds the next step's first box
+    # below it (an invisible, heavy edge; without it Graphviz tends to set steps side by side).
+    by_step: dict[int, list[Box]] = defaultdict(list)
+    for box in boxes:
+        if len(box.path) == 2:
+            by_step[box.path[0]].append(box)
+    steps = sorted(by_step.values(), key=lambda bs: min(b.start_us for b in bs))
+    for a_boxes, b_boxes in zip(steps, steps[1:]):
+        last = max(a_boxes, key=lambda b: b.start_us)
+        first = min(b_boxes, key=lambda b: b.start_us)
+        edge_counts[(last.key, first.key, "step")] += 1
 
 
 def _cross_rank_links(

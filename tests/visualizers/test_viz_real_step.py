@@ -23,7 +23,7 @@ import pytest
 
 from chakra.io import read_traces
 from chakra.visualizers.chrome_trace import importer_problems, load_schema
-from chakra.visualizers.graph import choose_view, visualize
+from chakra.visualizers.graph import OVERVIEW_BOXES, choose_view, visualize
 from chakra.visualizers.select import Filters, View
 from chakra.visualizers.timeline import timeline_from_traces
 
@@ -68,7 +68,7 @@ def _lane_boxes(view: View, rank: int, step: str, lane: str) -> list[str]:
     for b in sorted(view.boxes, key=lambda b: b.start_us):
         if b.rank != rank or len(b.path) < 2:
             continue
-        if names[(rank, b.path[0])] == step and names[(rank, b.path[-1])] == lane:
+        if names[(rank, b.path[0])].split(" · ")[0] == step and names[(rank, b.path[-1])] == lane:
             out.append(b.name)
     return out
 
@@ -76,7 +76,7 @@ def _lane_boxes(view: View, rank: int, step: str, lane: str) -> list[str]:
 def test_gpu_step_overview_shows_steps_phases_layers_and_streams(gpu_step, tmp_path):
     nodes = sum(len(t.nodes) for t in gpu_step)
     view, notes = choose_view(gpu_step, Filters())
-    assert nodes > 10_000 and view.level == "block" and 20 <= len(view.boxes) <= 120
+    assert nodes > 10_000 and view.level == "block" and 20 <= len(view.boxes) <= OVERVIEW_BOXES
     assert "drew an overview" in notes[0] and "--expand" in notes[0]
     assert sum(b.count for b in view.boxes) == nodes  # every node in exactly one box
     lanes = {name for (r, c), name in view.cluster_names.items() if (r, c) in view.lanes}
@@ -122,14 +122,14 @@ def test_gpu_step_png_is_readable(gpu_step, tmp_path):
     result = visualize(gpu_step, out)
     header = out.read_bytes()[:24]
     width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
-    assert header[:8] == b"\x89PNG\r\n\x1a\n" and len(result.view.boxes) <= 120
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and len(result.view.boxes) <= OVERVIEW_BOXES
     # 96 dpi: at most ~3 A4 page widths across, so boxes stay legible when printed or zoomed.
     assert width < 3 * 1123 and height < 4 * 1587
 
 
 def test_ddp_overview_links_the_all_reduces_of_the_four_ranks(ddp4, tmp_path):
     view, _ = choose_view(ddp4, Filters())
-    assert view.ranks == [0, 1, 2, 3] and len(view.boxes) <= 120 and view.level == "block"
+    assert view.ranks == [0, 1, 2, 3] and len(view.boxes) <= OVERVIEW_BOXES and view.level == "block"
     assert len(view.hubs) == 4 and all(len(h.members) == 4 for h in view.hubs)
     assert all("ALL_REDUCE" in h.label for h in view.hubs)
     for rank in range(4):
@@ -143,7 +143,7 @@ def test_ddp_overview_links_the_all_reduces_of_the_four_ranks(ddp4, tmp_path):
 
 def test_pipeline_overview_shows_1f1b_and_the_messages(pp4):
     view, _ = choose_view(pp4, Filters())
-    assert len(view.boxes) <= 120
+    assert len(view.boxes) <= OVERVIEW_BOXES
     peers = [e for e in view.edges if e.dep == "peer"]
     assert len(peers) == 24  # every send joined to its receive
     phases = [n.split()[0].rstrip(":") for n in _lane_boxes(view, 1, "ProfilerStep#1", "CPU thread 1")]
