@@ -144,9 +144,23 @@ def _box_attrs(box: Box) -> str:
     return ", ".join(parts)
 
 
+def _legend_row(view: View) -> str:
+    """The legend as one row of (symbol, meaning) cells, for the title of an overview."""
+    row = "".join(c.replace("<TR>", "").replace("</TR>", "") for c in _legend_cells(view))
+    return f'<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="2"><TR>{row}</TR></TABLE>'
+
+
 def _legend(view: View) -> str:
+    """The legend as a node: a column of (symbol, meaning) rows."""
+    cells = _legend_cells(view)
+    rows = ['<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>', *cells]
+    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
+    return f'  legend [shape=plain, style="", label=<{table}>];\n'
+
+
+def _legend_cells(view: View) -> list[str]:
     used = {b.kind for b in view.boxes} | {k for b in view.boxes for k in b.kinds}
-    rows = ['<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>']
+    rows: list[str] = []
     for kind in KINDS:
         if kind in used:
             st = STYLES[kind]
@@ -170,8 +184,7 @@ def _legend(view: View) -> str:
         rows.append('<TR><TD>▢</TD><TD ALIGN="LEFT">lane: host thread, GPU stream, communication</TD></TR>')
     if any(b.is_group for b in view.boxes):
         rows.append('<TR><TD>▭▭</TD><TD ALIGN="LEFT">double outline: group of consecutive nodes</TD></TR>')
-    table = '<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>"
-    return f'  legend [shape=plain, style="", label=<{table}>];\n'
+    return rows
 
 
 def _title(view: View) -> str:
@@ -264,13 +277,19 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
     title = _title(view)
     if filters_text:
         title += '<BR/><FONT POINT-SIZE="9">filters: ' + xml_text(filters_text) + "</FONT>"
+    if view.lanes:  # the overview is a tall page: its legend is a row under the title, not a column
+        title = (
+            f'<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1"><TR><TD ALIGN="LEFT">{title}</TD></TR>'
+            f'<TR><TD ALIGN="LEFT">{_legend_row(view)}</TD></TR></TABLE>'
+        )
     w(
         '  graph [rankdir=TB, newrank=true, nodesep=0.25, ranksep=0.35, fontname="Helvetica", fontsize=12, '
         f'labelloc=t, labeljust=l, label=<{title}>, outputorder=edgesfirst, charset="UTF-8"];\n'
     )
     w('  node [fontname="Helvetica", fontsize=10, style=filled, penwidth=0.8, margin="0.10,0.04", height=0.3];\n')
     w('  edge [fontname="Helvetica", fontsize=8, arrowsize=0.6];\n')
-    w(_legend(view))
+    if not view.lanes:
+        w(_legend(view))
     by_rank: dict[int, list[Box]] = {}
     for box in view.boxes:
         by_rank.setdefault(box.rank, []).append(box)
