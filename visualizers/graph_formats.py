@@ -305,10 +305,15 @@ def write_dot(view: View, out: IO[str], filters_text: str = "") -> None:
             w("  }\n")
     if clustered and view.lanes:
         # Ranks left to right in rank order: their first boxes share a row, chained invisibly.
-        firsts = [by_rank[r][0].key for r in view.ranks if by_rank.get(r)]
+        # (An invisible row of anchors above the clusters, chained left to right, each holding its
+        # rank's first box below it: Graphviz keeps a chained row in order, not clusters.)
+        firsts = [(r, min(by_rank[r], key=lambda b: b.start_us).key) for r in view.ranks if by_rank.get(r)]
         if len(firsts) > 1:
-            w("  { rank=same; " + "; ".join(dot_string(k) for k in firsts) + "; }\n")
-            w("  " + " -> ".join(dot_string(k) for k in firsts) + " [style=invis];\n")
+            anchors = [f"rank_anchor_{r}" for r, _ in firsts]
+            w("  { rank=min; " + "; ".join(f"{a} [style=invis, shape=point, width=0]" for a in anchors) + "; }\n")
+            w("  " + " -> ".join(anchors) + " [style=invis, weight=10];\n")
+            for a, (_, key) in zip(anchors, firsts):
+                w(f"  {a} -> {dot_string(key)} [style=invis, weight=10];\n")
     for hub in view.hubs:
         w(f'  {dot_string(hub.key)} [shape=diamond, fillcolor="#fde9d9", fontsize=8, label={dot_string(hub.label)}];\n')
         for member in hub.members:
