@@ -135,7 +135,7 @@ def choose_view(
             traces, filters, mode, edges, links, target=target, kept_by_rank=kept, cache=cache, expand=expand
         )
 
-    tree = any(has_call_tree(t) for t in traces)
+    tree = any(has_call_tree(t, cache) for t in traces)
     overview_target = max(OVERVIEW_MIN_PER_RANK, min(max_nodes, OVERVIEW_BOXES) // max(1, len(kept)))
     if collapse == "overview" or (collapse == "auto" and expand):
         view = build("overview", overview_target)

@@ -41,6 +41,7 @@ COLLAPSE_TEXT = {
     "overview": "overview",
 }
 OVERVIEW_TEXT = {
+    "step": "one box per step and lane",
     "phase": "one box per phase run (forward, backward, optimizer) of each lane",
     "block": "phases cut into repeated blocks (layers)",
     "op": "one box per top-level operator",

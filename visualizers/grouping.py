@@ -119,8 +119,18 @@ def call_parents(trace: Trace) -> tuple[dict[int, int], bool]:
     return _containment_tree(trace.nodes), False
 
 
-def has_call_tree(trace: Trace) -> bool:
-    return bool(call_parents(trace)[0])
+def has_call_tree(trace: Trace, cache: Optional[dict] = None) -> bool:
+    """Whether the trace has a host call tree (`cache` as in `plan_groups`, so it is built once)."""
+    return bool(_tree(trace, {} if cache is None else cache)[0].parent)
+
+
+def _tree(trace: Trace, cache: dict) -> tuple[CallTree, bool, dict]:
+    """The call tree of a trace, whether it came from ctrl_deps, and a memo for its plans (cached)."""
+    key = (id(trace), len(trace.nodes))
+    if key not in cache:
+        parents, from_ctrl = call_parents(trace)
+        cache[key] = (CallTree(trace.nodes, parents), from_ctrl, {})
+    return cache[key]
 
 
 class CallTree:
@@ -224,16 +234,15 @@ def plan_groups(
 
     `expand` (overview only): boxes whose title matches are opened one level further.
     """
-    cache = {} if cache is None else cache
-    key = (id(trace), len(trace.nodes))
-    if key not in cache:
-        parents, from_ctrl = call_parents(trace)
-        cache[key] = (CallTree(trace.nodes, parents), from_ctrl, {})
-    tree, from_ctrl, memo = cache[key]
+    tree, from_ctrl, memo = _tree(trace, {} if cache is None else cache)
     if mode == "overview":
         from chakra.visualizers.overview import plan_overview
 
-        plan = plan_overview(trace, kept, target, expand, tree, memo)
+        # counting boxes and then drawing them asks for the same plan: make it once
+        plan_key = ("overview plan", id(kept), len(kept), target, tuple(p.pattern for p in expand))
+        if plan_key not in memo:
+            memo[plan_key] = plan_overview(trace, kept, target, expand, tree, memo)
+        plan = memo[plan_key]
     else:
         plan = _plan(trace, kept, mode, target, tree, memo)
     plan.ctrl_is_tree = from_ctrl

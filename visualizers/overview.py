@@ -36,8 +36,8 @@ from chakra.trace import Trace
 from chakra.visualizers.graph_formats import fmt_us
 from chakra.visualizers.grouping import IDLE_NAMES, CallTree, Plan, is_annotation, is_wrapper
 
-LEVELS = ("phase", "block", "op", "node")
-PHASE, BLOCK, OP, NODE = range(4)
+LEVELS = ("step", "phase", "block", "op", "node")
+STEP, PHASE, BLOCK, OP, NODE = range(5)
 
 _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 _BACKWARD_OP_RE = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|^torch::autograd::")
@@ -180,12 +180,15 @@ def analyse(
     names = tree.names
 
     # Owners: a `gap` belongs to its operator, a `queue` to the GPU op it waits for.
-    def owner(i: int) -> int:
+    def find_owner(i: int) -> int:
         for attr in ("gap_of", "queue_of"):
             o = facts[i].get(attr)
             if isinstance(o, int) and o in index and index[o] != i:
                 return index[o]
         return i
+
+    owners = [find_owner(i) for i in range(len(nodes))]
+    owner = owners.__getitem__
 
     # Lanes.
     lanes: list[tuple[str, int]] = []
@@ -376,11 +379,15 @@ def analyse(
             titles[("l", lane)] = "regions" if (is_annotation(name) or is_wrapper(name)) else name
     for n in nodes:
         titles.setdefault(("n", n.id), n.name)
+    # The coarsest level: one box per step and lane (for a trace of many steps).
+    for i in range(len(nodes)):
+        keys[i] = (("s", steps[i]), *keys[i])
+    for s in set(steps):
+        titles[("s", s)] = step_names[s] if s is not None else "outside steps"
     lane_names = {lane: lane_label(lane[0], lane[1], lane in autograd_lanes) for lane in set(lanes)}
     for lane, members in merged.items():
         what = "CPU threads" if lane[0] == "thread" else "GPU streams"
         lane_names[lane] = f"{what} {', '.join(map(str, members[:6]))}{', …' if len(members) > 6 else ''}"
-    owners = [owner(i) for i in range(len(nodes))]
     return Overview(lanes, lane_names, steps, step_names, keys, titles, details, owners, blocks)
 
 
@@ -425,7 +432,7 @@ def plan_overview(
             counts[lv] = len({box_key(i, lv) for i in kept})
         return counts[lv]
 
-    level = next((lv for lv in (NODE, OP) if count(lv) <= target), PHASE)
+    level = next((lv for lv in (NODE, OP, PHASE) if count(lv) <= target), STEP)
     opened = _open_phases(ov, kept, box_key, target) if level == PHASE else set()
     comm_boxes = len({box_key(i, level) for i in kept if nodes[i].type in _COMM_TYPES})
     keys, labels, paths = [], [], []

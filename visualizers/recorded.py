@@ -7,9 +7,9 @@
   (`inclusive_dur`), so its callees sit inside it on the same track. The converter's filler nodes
   (`gap`: time between an operator's children, `queue`: a launch waiting for its stream) are not
   drawn: their time is the parent's or the stream's idle time;
-- flow arrows from each kernel's launching operator (`launcher`) to the kernel, from each send to
-  the receive it matches (FIFO on src, dst, tag) and from the first rank's instance of each
-  collective (the k-th of its process group) to the other ranks' instances.
+- flow arrows from each kernel's launching operator (`launcher`) to the kernel, from the start of
+  each send to the end of the receive it matches (FIFO on src, dst, tag) and from the first rank's
+  instance of each collective (the k-th of its process group) to the other ranks' instances.
 
 Perfetto's JSON importer drops slices that overlap without nesting on one track, so every track
 keeps a stack: a slice that would cross the end of the slice open before it goes to an extra
@@ -206,7 +206,9 @@ def write_ranks(
             (sr, ss), (rr, rs) = sq.popleft(), rq.popleft()
             flow_id += 1
             counts.p2p += 1
-            w.flow(flow_id, (pid_of(sr), ss.tid, ss.start), (pid_of(rr), rs.tid, rs.start), name="message", cat="p2p")
+            # The arrow ends where the receive completes (the message is there), just inside its slice.
+            arrive = rs.start + rs.dur - min(rs.dur / 2, 1.0)
+            w.flow(flow_id, (pid_of(sr), ss.tid, ss.start), (pid_of(rr), rs.tid, arrive), name="message", cat="p2p")
     for (_pg, _k), members in colls.items():
         if len(members) < 2:
             continue

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
@@ -293,3 +294,18 @@ def test_too_big_even_collapsed_draws_a_window_and_the_hint_works(tmp_path):
     assert (lo, hi) == (1, 120)
     view2, _ = choose_view([trace], Filters(id_min=lo, id_max=hi), max_nodes=120)
     assert len(view2.boxes) == 120
+
+
+def test_overview_of_many_steps_shows_one_box_per_step_and_expand_opens_one(shapes):
+    """Forty profiler steps do not fit as phases: one box per step and lane, and --expand on a
+    step's title opens that step only (official converter style: the call tree in ctrl_deps)."""
+    trace = shapes.pytorch_like(steps=40, layers=12)
+    view, notes = choose_view([trace], Filters())
+    assert view.level == "step" and "drew an overview" in notes[0]
+    titles = Counter(b.name.split(" (")[0] for b in view.boxes)
+    assert all(titles[f"ProfilerStep#{k}"] >= 1 for k in range(1, 41))
+    assert sum(b.count for b in view.boxes) == len(trace.nodes)
+    opened, _ = choose_view([trace], Filters(), expand=[re.compile(r"^ProfilerStep#3$")])
+    names = [b.name for b in opened.boxes]
+    assert "ProfilerStep#3" not in names and "ProfilerStep#4" in names
+    assert any(n.startswith(("forward", "optimizer")) for n in names)
