@@ -467,6 +467,8 @@ def plan_overview(
         labels.append(title)
         if lv < OP and k in ov.details and lane[0] == "thread":
             details[("ov", lane, step, k)] = ov.details[k]
+        elif comm_own and o != i:  # the wait before the message or collective started (a queue node)
+            details[("ov", lane, step, k)] = "with its wait for the link (queue)"
         path: tuple[int, ...] = ()
         if step is not None:
             path = (cluster(step, ov.step_names[step]),)

@@ -126,6 +126,8 @@ def visualize_cmd(
             else:
                 info(f"wrote {output} ({fmt}): {alg.size} ranks, {n_steps} steps, {alg.messages()} messages", quiet)
             return
+        if expand and collapse not in ("auto", "overview"):
+            raise InputError(f"--expand opens boxes of the overview; it does not apply to --collapse {collapse}")
         filters = Filters(depth=depth, around=around)
         try:
             expand_patterns = [re.compile(e) for e in expand]

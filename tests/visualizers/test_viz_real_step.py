@@ -245,3 +245,21 @@ def test_simulated_and_recorded_side_by_side(pp4, tmp_path):
     assert sorted(names, key=order.get)[:4] == [0, RECORDED_PID, 1, RECORDED_PID + 1]
     recorded = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] >= RECORDED_PID]
     assert recorded and min(e["ts"] for e in recorded) == 0
+
+
+def test_cli_overview_note_expand_and_errors(gpu_step, tmp_path, run_cli):
+    from chakra.io import write_rank_traces
+
+    prefix = tmp_path / "gpu"
+    write_rank_traces(prefix, gpu_step)
+    out = tmp_path / "g.dot"
+    res = run_cli("visualize", str(prefix), "--dot", "-o", str(out), "--expand", "^backward block 2/4")
+    assert res.exit_code == 0, res.stderr
+    assert "drew an overview" in res.stderr and "--expand" in res.stderr
+    text = out.read_text()
+    assert "backward block 1/4" in text and "backward block 2/4<" not in text  # opened into operators
+    assert "GPU stream 7" in text and "CPU thread 2 (autograd)" in text
+    res = run_cli("visualize", str(prefix), "--dot", "-o", str(out), "--expand", "(")
+    assert res.exit_code == 1 and "Traceback" not in res.stderr
+    res = run_cli("visualize", str(prefix), "--dot", "-o", str(out), "--expand", "x", "--collapse", "op")
+    assert res.exit_code == 1 and "--expand opens boxes of the overview" in res.stderr
