@@ -28,7 +28,7 @@ from chakra.errors import ChakraError, InputError
 from chakra.io import atomic_output
 from chakra.trace import Trace
 from chakra.visualizers.graph_formats import COLLAPSE_TEXT, write_dot, write_graphml
-from chakra.visualizers.grouping import has_call_tree
+from chakra.visualizers.grouping import has_call_tree, tree_of
 from chakra.visualizers.select import (
     COLLAPSE_MODES,
     EDGE_MODES,
@@ -123,12 +123,14 @@ def choose_view(
     if edges not in EDGE_MODES:
         raise InputError(f"unknown --edges {edges!r}; use one of {', '.join(EDGE_MODES)}")
     kept = selections(traces, filters)
+    cache: dict = {}
+    if filters.step is not None:
+        kept = _in_steps(traces, kept, filters.step, cache)
     selected = sum(len(k) for k in kept.values())
     if selected == 0:
         what = filters.describe() or "no filters"
         total = sum(len(t.nodes) for t in traces)
         raise InputError(f"no node matches the filters ({what}); the traces hold {total} nodes")
-    cache: dict = {}
 
     def build(mode: str, target: int = 0) -> View:
         return build_view(
@@ -173,6 +175,18 @@ def choose_view(
         f"first {shown}. {ZOOM_HINT}{_first_ids_hint(traces, kept, max_nodes)} (or write --graphml, which has no limit)"
     )
     return view, [note]
+
+
+def _in_steps(traces: Sequence[Trace], kept: dict[int, list[int]], pattern: re.Pattern[str], cache: dict) -> dict:
+    from chakra.visualizers.overview import in_steps
+
+    out = {}
+    for pos, trace in enumerate(traces):
+        rank = rank_of(trace, pos)
+        if rank in kept:
+            tree, _, memo = tree_of(trace, cache)
+            out[rank] = in_steps(trace, tree, memo, kept[rank], pattern)
+    return out
 
 
 def _overview_note(view: View, selected: int, max_nodes: int, expand: Sequence[re.Pattern[str]]) -> str:

@@ -145,10 +145,11 @@ def _box_attrs(box: Box) -> str:
     return ", ".join(parts)
 
 
-def _legend_row(view: View) -> str:
-    """The legend as one row of (symbol, meaning) cells, for the title of an overview."""
-    row = "".join(c.replace("<TR>", "").replace("</TR>", "") for c in _legend_cells(view))
-    return f'<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="2"><TR>{row}</TR></TABLE>'
+def _legend_row(view: View, per_row: int = 4) -> str:
+    """The legend as rows of (symbol, meaning) cells, for the title of an overview (no wider than a step)."""
+    cells = [c.replace("<TR>", "").replace("</TR>", "") for c in _legend_cells(view)]
+    rows = "".join("<TR>" + "".join(cells[k : k + per_row]) + "</TR>" for k in range(0, len(cells), per_row))
+    return f'<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="2">{rows}</TABLE>'
 
 
 def _legend(view: View) -> str:

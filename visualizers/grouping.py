@@ -121,10 +121,10 @@ def call_parents(trace: Trace) -> tuple[dict[int, int], bool]:
 
 def has_call_tree(trace: Trace, cache: Optional[dict] = None) -> bool:
     """Whether the trace has a host call tree (`cache` as in `plan_groups`, so it is built once)."""
-    return bool(_tree(trace, {} if cache is None else cache)[0].parent)
+    return bool(tree_of(trace, {} if cache is None else cache)[0].parent)
 
 
-def _tree(trace: Trace, cache: dict) -> tuple[CallTree, bool, dict]:
+def tree_of(trace: Trace, cache: dict) -> tuple[CallTree, bool, dict]:
     """The call tree of a trace, whether it came from ctrl_deps, and a memo for its plans (cached)."""
     key = (id(trace), len(trace.nodes))
     if key not in cache:
@@ -234,7 +234,7 @@ def plan_groups(
 
     `expand` (overview only): boxes whose title matches are opened one level further.
     """
-    tree, from_ctrl, memo = _tree(trace, {} if cache is None else cache)
+    tree, from_ctrl, memo = tree_of(trace, {} if cache is None else cache)
     if mode == "overview":
         from chakra.visualizers.overview import plan_overview
 

@@ -46,6 +46,8 @@ _FACTS = frozenset({"is_cpu_op", "tid", "stream", "launcher", "gap_of", "queue_o
 _COMM_TYPES = frozenset({int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)})
 #: Shortest repeated operator sequence taken for a block (shorter repeats are loops, not layers).
 MIN_BLOCK_OPS = 3
+#: Phases other than forward and backward open into their blocks only when they have this many at most.
+MAX_OTHER_BLOCKS = 8
 #: Longest block looked for (a transformer layer is a few dozen top-level operators).
 MAX_BLOCK_OPS = 400
 
@@ -400,6 +402,31 @@ def _op_mix(names: list[str], most: int = 3) -> str:
     return ", ".join(parts)
 
 
+def analysis(trace: Trace, tree: CallTree, memo: dict) -> Overview:
+    """The overview analysis of a trace, made once per drawing (`memo` from `grouping.plan_groups`)."""
+    if "overview" not in memo:
+        if "chains" not in memo:
+            memo["chains"] = tree.annotation_chains() if tree.parent else {}
+        if "top" not in memo:
+            memo["top"] = tree.top_ops() if tree.parent else {}
+        memo["overview"] = analyse(trace, tree, memo["chains"], memo["top"])
+    return memo["overview"]
+
+
+def step_matches(pattern: str) -> re.Pattern[str]:
+    """`--step 2` means ProfilerStep#2 exactly; anything else is a regex on the step's name."""
+    if pattern.strip().isdigit():
+        return re.compile(rf"^ProfilerStep#{int(pattern)}$")
+    return re.compile(pattern)
+
+
+def in_steps(trace: Trace, tree: CallTree, memo: dict, kept: list[int], pattern: re.Pattern[str]) -> list[int]:
+    """The kept nodes that belong to a profiler step whose name matches (as the overview assigns them)."""
+    ov = analysis(trace, tree, memo)
+    names = {s: n.split(" · ")[0] for s, n in ov.step_names.items()}
+    return [i for i in kept if ov.steps[i] is not None and pattern.search(names[ov.steps[i]])]
+
+
 def plan_overview(
     trace: Trace,
     kept: list[int],
@@ -409,13 +436,7 @@ def plan_overview(
     memo: dict,
 ) -> Plan:
     """The plan of the overview: the finest level within `target` boxes, then `expand` opens boxes."""
-    if "overview" not in memo:
-        if "chains" not in memo:
-            memo["chains"] = tree.annotation_chains() if tree.parent else {}
-        if "top" not in memo:
-            memo["top"] = tree.top_ops() if tree.parent else {}
-        memo["overview"] = analyse(trace, tree, memo["chains"], memo["top"])
-    ov: Overview = memo["overview"]
+    ov = analysis(trace, tree, memo)
     nodes = trace.nodes
 
     def box_key(i: int, level: int) -> tuple[Any, ...]:
@@ -432,7 +453,9 @@ def plan_overview(
             counts[lv] = len({box_key(i, lv) for i in kept})
         return counts[lv]
 
-    level = next((lv for lv in (NODE, OP, PHASE) if count(lv) <= target), STEP)
+    # Operators only when they are few: past half the budget, phases and their blocks read better.
+    limits = {NODE: target, OP: target // 2, PHASE: target}
+    level = next((lv for lv in (NODE, OP, PHASE) if count(lv) <= limits[lv]), STEP)
     opened = _open_phases(ov, kept, box_key, target) if level == PHASE else set()
     comm_boxes = len({box_key(i, level) for i in kept if nodes[i].type in _COMM_TYPES})
     keys, labels, paths = [], [], []
@@ -485,7 +508,7 @@ def _open_phases(ov: Overview, kept: list[int], box_key: Any, target: int) -> se
 
     A run opens in every lane at once (the host operators and the kernels they launched), so the
     GPU lane keeps the host lane's blocks. A per-parameter optimizer loop (dozens of "blocks")
-    stays one box unless there is room for all of it.
+    stays one box (`--expand optimizer` opens it).
     """
     phase_boxes: dict[Any, set] = defaultdict(set)
     block_boxes: dict[Any, set] = defaultdict(set)
@@ -509,6 +532,8 @@ def _open_phases(ov: Overview, kept: list[int], box_key: Any, target: int) -> se
     for cost, _, members in costs:
         if cost <= 0:
             continue
+        if ov.titles[members[0]] not in (FORWARD, BACKWARD) and ov.blocks.get(members[0], 1) > MAX_OTHER_BLOCKS:
+            continue  # a loop over parameters (the optimizer) says little block by block
         if total + cost > target:
             break
         opened.update(members)

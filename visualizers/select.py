@@ -36,6 +36,9 @@ class Filters:
     depth: int = 2
     kinds: Optional[frozenset[str]] = None
     name: Optional[re.Pattern[str]] = None
+    #: Only the nodes of the profiler steps whose name matches (applied in graph.choose_view: the
+    #: step of a node on another thread or stream is found by the overview's analysis).
+    step: Optional[re.Pattern[str]] = None
 
     def describe(self) -> str:
         parts = []
@@ -51,6 +54,8 @@ class Filters:
             parts.append("type " + ",".join(sorted(self.kinds)))
         if self.name is not None:
             parts.append(f"name /{self.name.pattern}/")
+        if self.step is not None:
+            parts.append(f"step /{self.step.pattern}/")
         return "; ".join(parts)
 
 

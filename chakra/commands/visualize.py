@@ -41,6 +41,12 @@ def visualize_cmd(
         [], "--type", "-t", help="Only these kinds: cpu, gpu, comp, coll, send, recv, comm, mem, meta (or NodeType)."
     ),
     name: Optional[str] = typer.Option(None, "--name", help="Only nodes whose name matches this regular expression."),
+    step: Optional[str] = typer.Option(
+        None,
+        "--step",
+        help="Only the nodes of these profiler steps (N for ProfilerStep#N, or a regex on the step name), "
+        "kernels and collectives included: one step of one rank fits an A4 page.",
+    ),
     collapse: str = typer.Option(
         "auto",
         "--collapse",
@@ -87,6 +93,8 @@ def visualize_cmd(
       chakra visualize run/trace -o graph.pdf
 
       chakra visualize out/gpu -o step.png --expand 'forward block 1/'
+
+      chakra visualize out/gpu -o step1.pdf --step 1 --rank 0
 
       chakra visualize run/trace.0.et --svg -o g.svg --around 42 --depth 3
 
@@ -139,6 +147,10 @@ def visualize_cmd(
                 filters.kinds = parse_types(node_type)
             if name is not None:
                 filters.name = re.compile(name)
+            if step is not None:
+                from chakra.visualizers.overview import step_matches
+
+                filters.step = step_matches(step)
         except (ValueError, re.error) as exc:
             raise InputError(str(exc)) from None
         loaded = read_traces(traces)

@@ -125,6 +125,13 @@ def test_gpu_step_png_is_readable(gpu_step, tmp_path):
     assert header[:8] == b"\x89PNG\r\n\x1a\n" and len(result.view.boxes) <= OVERVIEW_BOXES
     # 96 dpi: at most ~3 A4 page widths across, so boxes stay legible when printed or zoomed.
     assert width < 3 * 1123 and height < 4 * 1587
+    # One step of one rank prints on one A4 page at more than half size (10 pt titles print >= 5.5 pt).
+    one = visualize(gpu_step, tmp_path / "step1.svg", filters=Filters(step=re.compile(r"^ProfilerStep#1$")))
+    assert 20 <= len(one.view.boxes) <= 40 and one.view.level == "block"
+    svg = (tmp_path / "step1.svg").read_text()
+    w_pt, h_pt = (float(x) for x in re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    assert min(595 / w_pt, 842 / h_pt) >= 0.55, (w_pt, h_pt)
+    assert {b.path[0] for b in one.view.boxes} == {one.view.boxes[0].path[0]}  # all in ProfilerStep#1
 
 
 def test_ddp_overview_links_the_all_reduces_of_the_four_ranks(ddp4, tmp_path):
