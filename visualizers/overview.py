@@ -4,8 +4,9 @@ A training step recorded with PyTorch holds tens of thousands of nodes; drawn on
 it is still thousands of boxes. What a person looks for first is the shape of the step: which
 profiler steps there are, where forward, backward and the optimizer run, which layers repeat, on
 which host thread and GPU stream the time goes, and where the ranks talk to each other. This module
-gives every node a key at four levels of detail:
+gives every node a key at five levels of detail:
 
+- `step`: one box per profiler step and lane (for traces of many steps);
 - `phase`: one box per run of one phase (forward, backward, optimizer, ...) in each lane;
 - `block`: phases cut into their repeated blocks (the layers of a model, found as the longest
   repetition of the same operator sequence) and the operators before and after them;
@@ -17,8 +18,9 @@ kernel or a collective takes the key of the host operator that launched it (`lau
 call-tree parent), so the GPU lane shows the same phases and blocks as the host lane above it.
 Steps come from `ProfilerStep#N` regions: by call tree on their own thread, by time on the others.
 
-The finest level that fits the box budget is drawn; `--expand REGEX` opens the boxes whose title
-matches one level further (repeatable), so any box can be looked into without losing the rest.
+The finest level that fits the box budget is drawn (operators only when they take at most half
+of it; phases open into blocks as far as the budget goes); `--expand REGEX` opens the boxes whose
+title matches one level further (repeatable), so any box can be looked into without losing the rest.
 """
 
 from __future__ import annotations
@@ -110,12 +112,6 @@ def find_repeat(seq: Sequence[Any], min_len: int = MIN_BLOCK_OPS) -> Optional[tu
     return best
 
 
-@dataclass
-class Lane:
-    key: tuple[str, int]
-    label: str
-
-
 #: A thread or stream with fewer than this share of a rank's nodes shares one lane with the others like it.
 MINOR_LANE_SHARE = 0.02
 
@@ -157,7 +153,7 @@ class Overview:
     lane_names: dict[tuple[str, int], str]
     steps: list[Optional[int]]  # step annotation id, or None
     step_names: dict[int, str]
-    keys: list[tuple[Any, Any, Any, Any]]
+    keys: list[tuple[Any, ...]]  # (step, phase, block, op, node) keys
     titles: dict[Any, str]
     details: dict[Any, str] = field(default_factory=dict)
     owners: list[int] = field(default_factory=list)  # index of the node a gap or queue belongs to
