@@ -83,7 +83,7 @@ def main() -> None:
         x0, x1 = LEFT_PT + (a - t0) * scale, LEFT_PT + (b - t0) * scale
         yc = -(top[e["track"]] + depth[i] * ROW_PT + ROW_PT / 2)
         w = max(x1 - x0, 0.8)
-        label = e["name"].split("::")[-1].replace('"', "'")[: int(w / 4)] if w > 14 else ""
+        label = e["name"].split("(")[0].split("<")[0].split("::")[-1].replace('"', "'")[: int(w / 4)] if w > 14 else ""
         colour = COLOURS.get(e["cat"], "#e6e6e6")
         out.append(
             f'  s{i} [label="{label}", fillcolor="{colour}", width={w / 72:.3f}, height={(ROW_PT - 2) / 72:.3f}, '
