@@ -731,19 +731,19 @@ class _Planner:
         # chunks of at least the rank count (determine_chunk_size): a chunk under 2 x ranks reaches a
         # 0-byte message (ChunkIdGenerator asserts chunk_size > 0; measured at 8 and 16 ranks)
         least = splits * 2 * self.n
-        if final == CollectiveType.ALL_REDUCE and "halvingDoubling" in self.sysc.implementation("all_reduce"):
-            if 0 <= size < least:
-                self.fix(r, n).attrs["comm_size"] = least
-                self.counts["collectives raised to the chunk count"] += 1
-                self.add(
-                    r,
-                    n,
-                    "below-chunk-size",
-                    f"ALL_REDUCE of {size} B on halvingDoubling over {self.n} ranks in {splits} chunks: a step sends "
-                    "0 bytes (ASTRA-sim asserts chunk_size > 0)",
-                    f"comm_size {least}",
-                )
-                size = least
+        halving = "halvingDoubling" in self.sysc.implementation("all_reduce")
+        if final == CollectiveType.ALL_REDUCE and halving and 0 <= size < least:
+            self.fix(r, n).attrs["comm_size"] = least
+            self.counts["collectives raised to the chunk count"] += 1
+            self.add(
+                r,
+                n,
+                "below-chunk-size",
+                f"ALL_REDUCE of {size} B on halvingDoubling over {self.n} ranks in {splits} chunks: a step sends "
+                "0 bytes (ASTRA-sim asserts chunk_size > 0)",
+                f"comm_size {least}",
+            )
+            size = least
         colls[new_pg][r].append((n, size))
 
     def match_collectives(self, colls: dict) -> None:
