@@ -935,6 +935,11 @@ class CollectiveRunner:
         if not active:
             return None
         phases: list[tuple[int, int, str]] = []  # (dims index, collective, queue allocator)
+        if ctype == AR and not self.sys.collective_optimization:
+            raise ConfigError(
+                f"{self.where}: missing key collective-optimization, which ASTRA-sim reads for every ALL_REDUCE "
+                "it plans natively (it has no default: undefined behaviour); only custom implementations go without it"
+            )
         if ctype == AR and self.sys.collective_optimization == "localBWAware":
             last = active[-1]
             phases = [(i, RS, "first") for i in active if i < last] + [(last, AR, "first")]
