@@ -587,6 +587,9 @@ def mix() -> Iterator[dict]:
 # seeds hash the same in every run), so the matrix and the recorded files are reproducible.
 
 RANDOM_CASES = 600
+#: Seeds are drawn from "<SEED_PREFIX>-<i>" ("random-mix" and "random-edge" are the recorded
+#: tables); `--seed NAME` draws a fresh set under another name (for `--said` checks).
+SEED_PREFIX = {"random": "random-mix", "random_edge": "random-edge"}
 _SIZES = (4096, 65536, 100_000, 262_144, MIB, 1_000_003)
 
 
@@ -785,7 +788,7 @@ def random_mix() -> Iterator[dict]:
     dims), system configs, command-line options and comm groups, alternating the two backends.
     `kinds` lists the features a case draws, for the parity report."""
     for i in range(RANDOM_CASES):
-        rnd = random.Random(f"random-mix-{i}")
+        rnd = random.Random(f"{SEED_PREFIX['random']}-{i}")
         backend = BACKENDS[i % 2]
         kinds: set = set()
         network = _random_network(rnd, backend)
@@ -822,6 +825,80 @@ def random_mix() -> Iterator[dict]:
         )
         if not used:
             kinds.discard("comm-groups")
+        spec["kinds"] = sorted(kinds)
+        yield spec
+
+
+EDGE_CASES = 120
+#: Sizes at the edges: nothing, one byte, a few bytes, under a chunk, a little over.
+_TINY = (0, 1, 7, 64, 1000, 4096)
+_MEMORY_TYPES = ("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
+
+
+def random_edge() -> Iterator[dict]:
+    """Seeded random mixes at the edges of what ASTRA-sim takes: a random mix (as `random_mix`
+    draws it) plus memory loads and stores under each remote-memory type in turn (latency 0
+    included), zero-length and tiny compute, memory and point-to-point nodes, and tiny collectives
+    of every type, each hung after a random earlier node."""
+    for i in range(EDGE_CASES):
+        rnd = random.Random(f"{SEED_PREFIX['random_edge']}-{i}")
+        backend = BACKENDS[i % 2]
+        kinds: set = set()
+        network = _random_network(rnd, backend)
+        n = num_npus({"network": network})
+        dims = len(network["npus_count"])
+        kinds.add(f"{dims}-D")
+        system = _random_system(rnd, network, kinds)
+        options = _random_options(rnd, kinds)
+        nodes = _random_nodes(rnd, n, dims, [], backend, kinds)
+        nid = max(int(e["id"]) for e in nodes)
+        ids = [int(e["id"]) for e in nodes]
+        last_coll = max((int(e["id"]) for e in nodes if e["op"] == "coll"), default=None)
+        for _ in range(rnd.randint(2, 5)):
+            nid += 1
+            edge = rnd.choice(("mem", "mem", "coll", "coll", "comp", "p2p"))
+            deps = [rnd.choice(ids)] if rnd.random() < 0.7 else []
+            if edge == "mem":
+                entry: dict[str, Any] = {"id": nid, "op": rnd.choice(("load", "store")), "size": rnd.choice(_TINY)}
+                kinds.add("mem-tiny" if entry["size"] < 4096 else "mem-node")
+            elif edge == "coll":
+                ctype = rnd.choice(TYPES)
+                entry = {"id": nid, "op": "coll", "coll": ctype, "size": rnd.choice(_TINY[:5])}
+                kinds.add(f"tiny-{ABBR[ctype]}")
+                if last_coll is not None:
+                    entry["ctrl"] = [last_coll]
+                last_coll = nid
+            elif edge == "comp":
+                entry = {"id": nid, "op": "comp", "us": 0}
+                kinds.add("zero-us")
+            else:
+                a, b = rnd.sample(range(n), 2)
+                size = rnd.choice(_TINY[:4])
+                nodes.append({"id": nid, "op": "send", "pairs": [[a, b]], "size": size, "tag": 900 + nid,
+                              **({"deps": deps} if deps else {})})  # fmt: skip
+                ids.append(nid)
+                nid += 1
+                entry = {"id": nid, "op": "recv", "pairs": [[a, b]], "size": size, "tag": 900 + nid - 1}
+                kinds.add("p2p-tiny")
+                deps = []
+            if deps:
+                entry["deps"] = deps
+            nodes.append(entry)
+            ids.append(nid)
+        memory = None
+        if any(e["op"] in ("load", "store") for e in nodes):
+            kind = _MEMORY_TYPES[i % 3]
+            kinds.add({"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}.get(
+                kind, "mem-pool"))  # fmt: skip
+            memory = {"memory-type": kind, "remote-mem-latency": rnd.choice((0, 0, 20, 100)),
+                      "remote-mem-bw": rnd.choice((16, 64, 256))}  # fmt: skip
+            if kind == "PER_NODE_MEMORY_EXPANSION":
+                per_node = rnd.choice([d for d in range(1, n + 1) if n % d == 0])
+                memory.update({"num-nodes": n // per_node, "num-npus-per-node": per_node})
+        kinds.discard("mem-node")
+        shape = "x".join(f"{SHORT[t]}{k}" for t, k in zip(network["topology"], network["npus_count"]))
+        spec = case(f"e{i:03d}-{shape}", "random_edge", backend, network, nodes, system=system, options=options,
+                    memory=memory)  # fmt: skip
         spec["kinds"] = sorted(kinds)
         yield spec
 
@@ -1059,6 +1136,7 @@ CLASSES = {
     "mix": mix,
     "fail": fail,
     "random": random_mix,
+    "random_edge": random_edge,
     "custom": custom,
 }
 

@@ -208,6 +208,7 @@ class _Planner:
         self.memory = memory  # the remote-memory config it will run with (None: the export's own)
         self.tails: set[int] = set()  # ranks that get a final compute node (memory_ends)
         self.p2p_ends: dict[int, set[int]] = {}
+        self.coll_order: dict[int, list[tuple[pb.Node, bool]]] = defaultdict(list)
         self.issues: list[Issue] = []
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
@@ -409,6 +410,7 @@ class _Planner:
         self.match_p2p(sends, recvs)
         self.memory_ends()
         self.zero_delay(colls)
+        self.world_after_subgroups()
         groups = {name: list(m) for name, m in members.items() if name.isdigit() and int(name) > 0}
         pad = self.n == 1
         if pad:
@@ -483,6 +485,39 @@ class _Planner:
                 "after Workload::call deletes it), so runs crash (SIGSEGV) or serve another node's queue",
                 "",
             )
+
+    def world_after_subgroups(self) -> None:
+        """A collective over every rank that ranks reach after different numbers of process-subgroup
+        collectives: ASTRA-sim leaves it unfinished on every rank ('Hardware Resource ... has unreleased
+        nodes', exit 0, no rank finishes). Measured on the truth table's random mixes and group cases:
+        every such case (26) ends so, and no case without it does."""
+        seen: dict[int, dict[int, tuple[int, pb.Node]]] = defaultdict(dict)  # k-th world coll -> rank -> before
+        for r, order in self.coll_order.items():
+            sub = k = 0
+            for node, world in order:
+                if world:
+                    seen[k][r] = (sub, node)
+                    k += 1
+                else:
+                    sub += 1
+        for k in sorted(seen):
+            counts = {r: c for r, (c, _) in seen[k].items()}
+            if len(set(counts.values())) < 2:
+                continue
+            by_count: dict[int, list[int]] = defaultdict(list)
+            for r, c in sorted(counts.items()):
+                by_count[c].append(r)
+            told = "; ".join(f"ranks {rank_span(rs)} after {c}" for c, rs in sorted(by_count.items()))
+            r0 = min(counts)
+            self.add(
+                r0,
+                seen[k][r0][1],
+                "world-after-subgroups",
+                f"collective #{k} over all ranks comes after different numbers of process-subgroup collectives "
+                f"({told}): ASTRA-sim never finishes it ('has unreleased nodes'; no rank prints a finish)",
+                "",
+            )
+            return  # the first one already stops every rank
 
     def zero_delay(self, colls: dict) -> None:
         """endpoint-delay (times --injection-scale) under 1 ns: a collective's step schedules an event
@@ -745,6 +780,8 @@ class _Planner:
             )
             size = least
         colls[new_pg][r].append((n, size))
+        # rank -> (node, its collective spans every rank?) in id order (the order the ranks issue them)
+        self.coll_order[r].append((n, len(group) == self.n))
 
     def match_collectives(self, colls: dict) -> None:
         """Members must agree on every collective's size: the k-th of a group gets the largest."""

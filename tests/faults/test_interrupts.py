@@ -202,9 +202,10 @@ SWEEP_POINTS = 30 * 20  # enough work that the first flush comes seconds before 
 
 
 @pytest.mark.slow
-def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
-    """Ctrl-C in a Dask sweep: one line, the scheduler and workers gone, the finished points kept,
-    and the rerun simulates only the rest (every point once)."""
+@pytest.mark.parametrize("sig", list(STOPS), ids=lambda s: signal.Signals(s).name)
+def test_sweep_stop_keeps_finished_points_for_resume(sig, inputs, tmp_path):
+    """Ctrl-C, SIGTERM or SIGHUP to a Dask sweep's process group: one line, the scheduler and
+    workers gone, the finished points kept, and the rerun simulates only the rest (every point once)."""
     pytest.importorskip("distributed")
     pa = pytest.importorskip("pyarrow.parquet")
     grid = tmp_path / "grid.yaml"
@@ -216,18 +217,18 @@ def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
     def running(pid: int) -> bool:  # points finishing (a first flush), then a short seeded moment more
         if (tmp_path / "r.parquet").exists():
             started.setdefault("t", time.monotonic())
-            return time.monotonic() - started["t"] > random.Random(SEED).uniform(0.0, 0.3)
+            return time.monotonic() - started["t"] > random.Random(f"{SEED}:{sig}").uniform(0.0, 0.3)
         return False
 
     os.environ["CHAKRA_SWEEP_FLUSH_S"] = "1"
     try:
-        run = chakra(*args, kill_after=0.5, sig=signal.SIGINT, when=running, seen=seen, timeout=120)
+        run = chakra(*args, kill_after=0.5, sig=sig, when=running, seen=seen, timeout=120)
     finally:
         del os.environ["CHAKRA_SWEEP_FLUSH_S"]
     try:
         assert "Traceback" not in run.stderr and "CancelledError" not in run.stderr, run.stderr[-3000:]
-        assert run.rc == 130, run.stderr[-3000:]
-        assert [x for x in run.stderr.splitlines() if x.strip()] == ["interrupted"], run.stderr[-3000:]
+        assert run.rc == 128 + sig, run.stderr[-3000:]
+        assert [x for x in run.stderr.splitlines() if x.strip()] == [STOPS[sig]], run.stderr[-3000:]
         assert not wait_gone(seen, 15), "scheduler or workers outlived the interrupted sweep"
         kept = pa.read_table(tmp_path / "r.parquet").to_pylist()
         done = {r["point_id"] for r in kept if r["scope"] == "overall"}
