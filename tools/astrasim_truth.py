@@ -16,6 +16,12 @@ analytical binary of its backend, and recorded as `{"status", "finish", "exposed
 
 One JSON file per feature class under `--out`; the script prints cases per class and status.
 The binaries come from `--bin`, `$ASTRA_SIM_BIN` or `../shared/tools/astra-sim/bin`.
+
+    .venv/bin/python tools/astrasim_truth.py --said --seed fresh1 --count 40 [--only random random_edge]
+
+records nothing: it draws the random classes under fresh seeds, runs each case on the real binary
+and through `chakra simulate --json` as a user would, and lists every ASTRA-sim failure that the
+command did not say on stderr and in --json's `warnings` (exit 1 when there is one).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import subprocess
@@ -45,6 +52,7 @@ from tools.truthcases import (  # noqa: E402
     find_binaries,
     node_ranks,
     num_npus,
+    simulate_args,
     write_case,
 )
 
@@ -787,7 +795,7 @@ def random_mix() -> Iterator[dict]:
     """Seeded random DAGs of compute, memory, collectives and p2p under random networks (1-3
     dims), system configs, command-line options and comm groups, alternating the two backends.
     `kinds` lists the features a case draws, for the parity report."""
-    for i in range(RANDOM_CASES):
+    for i in range(COUNTS["random"]):
         rnd = random.Random(f"{SEED_PREFIX['random']}-{i}")
         backend = BACKENDS[i % 2]
         kinds: set = set()
@@ -830,6 +838,8 @@ def random_mix() -> Iterator[dict]:
 
 
 EDGE_CASES = 120
+#: Cases per random class (`--count` changes both, for `--said` checks on fresh seeds).
+COUNTS = {"random": RANDOM_CASES, "random_edge": EDGE_CASES}
 #: Sizes at the edges: nothing, one byte, a few bytes, under a chunk, a little over.
 _TINY = (0, 1, 7, 64, 1000, 4096)
 _MEMORY_TYPES = ("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
@@ -840,7 +850,7 @@ def random_edge() -> Iterator[dict]:
     draws it) plus memory loads and stores under each remote-memory type in turn (latency 0
     included), zero-length and tiny compute, memory and point-to-point nodes, and tiny collectives
     of every type, each hung after a random earlier node."""
-    for i in range(EDGE_CASES):
+    for i in range(COUNTS["random_edge"]):
         rnd = random.Random(f"{SEED_PREFIX['random_edge']}-{i}")
         backend = BACKENDS[i % 2]
         kinds: set = set()
@@ -1224,6 +1234,57 @@ def _finish(stdout: str, n: int) -> tuple[list, list]:
     return finish, exposed
 
 
+def said_check(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
+    """Run one case on the real binary and through `chakra simulate --json` (the command, as a
+    user runs it): ASTRA-sim's status, and whether chakra said anything on stderr and in --json."""
+    res = run_case(spec, bindir, timeout)
+    with tempfile.TemporaryDirectory(prefix="astrasim-said-") as tmp:
+        paths = write_case(spec, Path(tmp))
+        proc = subprocess.run(
+            [sys.executable, "-m", "chakra.cli", *simulate_args(spec, paths), "--json", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    warnings: list = []
+    if proc.returncode == 0:
+        warnings = json.loads(proc.stdout)["warnings"]
+    flat = " ".join(proc.stderr.split())
+    return {
+        "name": spec["name"],
+        "status": res["status"],
+        "message": res.get("message"),
+        "rc": proc.returncode,
+        "stderr": bool(flat),
+        "json": bool(warnings) or proc.returncode == 1,
+        "both": proc.returncode == 1 or (bool(warnings) and all(" ".join(w.split()) in flat for w in warnings)),
+        "traceback": "Traceback" in proc.stderr,
+    }
+
+
+def said_main(classes: list[str], bindir: Path, jobs: int, timeout: float) -> int:
+    """`--said`: on the given classes (fresh seeds with --seed), every ASTRA-sim failure must be said
+    by `chakra simulate` on stderr and in --json's warnings (or refused in one line)."""
+    specs = [s for cls in all_cases(classes).values() for s in cls]
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, 2))) as pool:
+        rows = list(pool.map(lambda s: said_check(s, bindir, timeout), specs))
+    failed = [r for r in rows if r["status"] != "finished"]
+    unsaid = [r for r in failed if not (r["stderr"] and r["json"] and r["both"])]
+    kinds = Counter((r["message"] or r["status"])[:70] for r in failed)
+    print(f"{len(rows)} cases: ASTRA-sim failed on {len(failed)}, all finished on {len(rows) - len(failed)}")
+    for kind, count in kinds.most_common():
+        said = sum(1 for r in failed if (r["message"] or r["status"])[:70] == kind and r not in unsaid)
+        print(f"  {count:4d} {kind}: said {said}")
+    for r in unsaid:
+        print(f"  UNSAID {r['name']}: {r['status']} {r['message']}")
+    crashed = [r["name"] for r in rows if r["traceback"]]
+    if crashed:
+        print(f"  tracebacks from chakra simulate: {crashed[:10]}")
+    print(f"unsaid: {len(unsaid)} of {len(failed)}")
+    return 1 if unsaid or crashed else 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", help="folder with the two AstraSim_Analytical_* binaries")
@@ -1232,7 +1293,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--only", nargs="*", help="feature classes to (re)record")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds before a run counts as a hang")
     ap.add_argument("--list", action="store_true", help="print the case counts and exit")
+    ap.add_argument(
+        "--said",
+        action="store_true",
+        help="record nothing: check that chakra simulate says every failure of ASTRA-sim (stderr and --json)",
+    )
+    ap.add_argument("--seed", help="draw the random classes' seeds under this name instead (fresh seeds)")
+    ap.add_argument("--count", type=int, help="cases per random class")
     args = ap.parse_args(argv)
+    if args.seed:
+        SEED_PREFIX.update({"random": f"{args.seed}-mix", "random_edge": f"{args.seed}-edge"})
+    if args.count:
+        COUNTS.update({"random": args.count, "random_edge": args.count})
     matrix = all_cases(args.only)
     if args.list:
         for cls, specs in matrix.items():
@@ -1246,6 +1318,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.said:
+        return said_main(args.only or ["random", "random_edge"], bindir, args.jobs, args.timeout)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

@@ -486,6 +486,29 @@ class _Planner:
                 "",
             )
 
+    def zero_ns_memory(self, r: int, n: pb.Node) -> None:
+        """A load/store the remote memory serves in 0 ns (latency + floor(size / bw), both 0): issued
+        from a message's completion, ASTRA-sim schedules it at the current time and its event queue
+        asserts the next event is later (EventQueue::proceed, both backends)."""
+        m = self.memory
+        if m is None or m.remote_mem_latency >= 1 or m.remote_mem_bw <= 0:
+            return
+        size = self.get(n, "tensor_size", 0)
+        if not isinstance(size, int) or size >= m.remote_mem_bw:
+            return
+        least = int(-(-m.remote_mem_bw // 1))
+        self.fix(r, n).attrs["tensor_size"] = least
+        self.counts["memory nodes raised to 1 ns"] += 1
+        self.add(
+            r,
+            n,
+            "zero-ns-memory",
+            f"{size} B at remote-mem-bw {m.remote_mem_bw:g} with remote-mem-latency 0 takes 0 ns: issued outside "
+            "ASTRA-sim's event loop (at the start, after a message ends) it is scheduled at the current time and the "
+            "binary aborts (EventQueue::proceed: Assertion `current_event_list.get_event_time() > current_time')",
+            f"tensor_size {least} (1 ns)",
+        )
+
     def world_after_subgroups(self) -> None:
         """A collective over every rank that ranks reach after different numbers of process-subgroup
         collectives: ASTRA-sim leaves it unfinished on every rank ('Hardware Resource ... has unreleased
@@ -616,8 +639,10 @@ class _Planner:
             self.compute(r, n)
             if len(self.issues) == issues:
                 self.clean_compute.add(clean_key)
-        elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and r not in self.memory_ranks:
-            self.memory_ranks[r] = n  # judged once the rank's last nodes are known (memory_ends)
+        elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
+            if r not in self.memory_ranks:
+                self.memory_ranks[r] = n  # judged once the rank's last nodes are known (memory_ends)
+            self.zero_ns_memory(r, n)
         if t not in COMM:
             return
         if self.get(n, "is_cpu_op") is True:

@@ -62,26 +62,3 @@ def run_ours(spec: dict[str, Any], tmp: Path) -> list[Optional[int]]:
 
 def within(ours: Optional[int], truth: int) -> bool:
     return ours is not None and abs(ours - truth) <= REL_TOL * max(truth, 1)
-
-
-#: The binaries' command-line options as `chakra simulate` spells them.
-CLI_OPTIONS = {
-    "num-queues-per-dim": "--num-queues-per-dim",
-    "rendezvous-protocol": "--rendezvous-protocol",
-    "injection-scale": "--injection-scale",
-    "comm-scale": "--comm-scale",
-}
-
-
-def simulate_args(spec: dict[str, Any], paths: dict[str, Path]) -> list[str]:
-    """`chakra simulate` arguments for a written case: the files and options ASTRA-sim ran with."""
-    args = ["simulate", str(paths["workload"]), "--network", str(paths["network"]), "--system", str(paths["system"])]
-    args += ["--memory", str(paths["memory"]), "--congestion", spec["backend"]]
-    if "groups" in paths:
-        args += ["--comm-group", str(paths["groups"])]
-    for key, value in (spec.get("options") or {}).items():
-        if isinstance(value, bool):
-            args += [CLI_OPTIONS[key]] if value else []
-        else:
-            args += [CLI_OPTIONS[key], str(value)]
-    return args

@@ -14,8 +14,8 @@ import json
 
 import pytest
 
-from tests.sim.astrasim_truth import load_table, simulate_args
-from tools.truthcases import write_case
+from tests.sim.astrasim_truth import load_table
+from tools.truthcases import simulate_args, write_case
 
 TABLE = load_table()
 CLASSES = ("random", "random_edge", "memory", "coll_sizes", "system_opts", "groups")
