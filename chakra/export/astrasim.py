@@ -487,11 +487,13 @@ class _Planner:
             )
 
     def zero_ns_memory(self, r: int, n: pb.Node) -> None:
-        """A load/store the remote memory serves in 0 ns (latency + floor(size / bw), both 0): issued
-        from a message's completion, ASTRA-sim schedules it at the current time and its event queue
-        asserts the next event is later (EventQueue::proceed, both backends)."""
+        """A load/store without dependencies that the remote memory serves in 0 ns (latency +
+        floor(size / bw), both 0): issued at t=0 by Workload::fire, outside the event loop, it is
+        scheduled at the current time and, when it is the run's first event (the lowest id issued
+        then), the event queue asserts the next event is later (EventQueue::proceed, both
+        backends). One issued when a message ends runs (measured)."""
         m = self.memory
-        if m is None or m.remote_mem_latency >= 1 or m.remote_mem_bw <= 0:
+        if m is None or m.remote_mem_latency >= 1 or m.remote_mem_bw <= 0 or self.deps(n):
             return
         size = self.get(n, "tensor_size", 0)
         if not isinstance(size, int) or size >= m.remote_mem_bw:
@@ -503,9 +505,10 @@ class _Planner:
             r,
             n,
             "zero-ns-memory",
-            f"{size} B at remote-mem-bw {m.remote_mem_bw:g} with remote-mem-latency 0 takes 0 ns: issued outside "
-            "ASTRA-sim's event loop (at the start, after a message ends) it is scheduled at the current time and the "
-            "binary aborts (EventQueue::proceed: Assertion `current_event_list.get_event_time() > current_time')",
+            f"{size} B at remote-mem-bw {m.remote_mem_bw:g} with remote-mem-latency 0 takes 0 ns: issued at the start "
+            "(no dependencies), outside ASTRA-sim's event loop, it can be the run's first event, scheduled at the "
+            "current time, and then the binary aborts (EventQueue::proceed: Assertion "
+            "`current_event_list.get_event_time() > current_time')",
             f"tensor_size {least} (1 ns)",
         )
 
