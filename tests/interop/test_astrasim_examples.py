@@ -95,7 +95,7 @@ BIN, WHY = bin_dir()
 
 @pytest.mark.skipif(BIN is None, reason=WHY)
 @pytest.mark.parametrize(("name", "backend"), CASES)
-def test_astrasim_prints_the_recorded_finishes(name, backend):
+def test_astrasim_prints_the_recorded_finishes(name, backend, tmp_path):
     inputs = _script(EXAMPLES / "run_scripts" / "analytical" / backend_dir(name) / f"{name}.sh")
     argv = [
         str(BIN / BINARY[backend]),
@@ -103,6 +103,7 @@ def test_astrasim_prints_the_recorded_finishes(name, backend):
         f"--system-configuration={inputs['SYSTEM']}",
         f"--network-configuration={inputs['NETWORK']}",
         f"--remote-memory-configuration={inputs['REMOTE_MEMORY']}",
+        f"--logging-folder={tmp_path / 'log'}",  # its default, ./log, would land among the inputs
     ]
     finished, log = run(argv, ROOT)
     assert [finished.get(r) for r in range(len(RECORDED[name][backend]))] == RECORDED[name][backend], log[-2000:]
