@@ -176,3 +176,26 @@ def test_a_finding_the_export_cannot_fix_is_one_line_with_its_ranks(tmp_path, ru
     assert res.exit_code == 0, res.stderr
     lines = [x for x in res.stderr.splitlines() if "not fixed" in x]
     assert len(lines) == 1 and "world-after-subgroups (rank 0, node 2)" in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("size", [1, 7, 50])
+def test_tiny_first_message_on_the_aware_binary(size, tmp_path, run_cli, monkeypatch):
+    """A send with no dependency of about a nanosecond on a 50 GB/s link: the aware binary aborts,
+    the unaware one runs it; said for the aware one only, and the export's variant runs."""
+    monkeypatch.chdir(tmp_path)
+    nodes = [{"id": 1, "op": "send", "pairs": [[3, 0]], "size": size, "tag": 9},
+             {"id": 2, "op": "recv", "pairs": [[3, 0]], "size": size, "tag": 9}]  # fmt: skip
+    net = {"topology": ["Switch"], "npus_count": [4], "bandwidth": [50], "latency": [100]}
+    for backend in ("aware", "unaware"):
+        spec = _spec(f"tiny-{size}", backend, net, nodes)
+        spec["nodes"] = [*nodes, {"id": 900, "op": "comp", "us": 0, "ranks": [1, 2]}]
+        paths = write_case(spec, tmp_path / backend)
+        finished, log = _binary(spec, paths, tmp_path)
+        sim, _ = _simulate(run_cli, simulate_args(spec, paths))
+        said = [w for w in sim["warnings"] if "tiny-first-message" in w]
+        if backend == "unaware":
+            assert sorted(finished) == [0, 1, 2, 3] and not said, (log[-1500:], said)
+            continue
+        assert "current_event_list.get_event_time() > current_time" in log and not finished, log[-1500:]
+        assert len(said) == 1, sim["warnings"]
+        _export_and_run(spec, paths, tmp_path / "aware", run_cli)
