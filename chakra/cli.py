@@ -8,6 +8,7 @@ subcommand (see chakra/cli_group.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -15,14 +16,21 @@ from typing import Any, Optional
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
-    os.write(2, b"interrupted\n")
-    os._exit(130)
+    by = b"" if signum == signal.SIGINT else b" by " + signal.Signals(signum).name.encode()
+    with contextlib.suppress(OSError):
+        os.write(2, b"interrupted" + by + b"\n")
+    os._exit(128 + signum)
 
 
 # Run as the `chakra` program (not imported by a library user or a test): a Ctrl-C while the
 # imports below load is one line too, not an import traceback. main() hands Ctrl-C back to Python.
 if os.path.basename(sys.argv[0]) == "chakra" or sys.argv[0].endswith(os.path.join("chakra", "cli.py")):
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    # SIGTERM and SIGHUP too (main() makes them end a command as Ctrl-C does); an ignored SIGHUP
+    # (nohup) stays ignored
+    signal.signal(signal.SIGTERM, _interrupted_while_starting)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _interrupted_while_starting)
     # numpy's OpenBLAS starts a thread per core when imported; chakra does no linear algebra that
     # threads would speed up (a few small least-squares fits), so in its own process they only
     # cost start-up CPU: about a fifth of a small `chakra simulate`'s, which a batch of them run
@@ -135,17 +143,37 @@ def _broken_command(name: str, exc: BaseException) -> None:
 
 
 def main() -> None:
+    from chakra.cli_streams import flush_streams, install, stopped_by
+    from chakra.errors import ReaderGone, StreamError
+
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    install()  # stdout/stderr errors and SIGTERM/SIGHUP as the commands expect (chakra/cli_streams.py)
+    code: Any = 0
     try:
-        app()
-    except BrokenPipeError:
-        sys.exit(1)
+        try:
+            app()
+        finally:
+            flush_streams()  # a full or closed stdout is reported now, not by the interpreter at exit
+    except ReaderGone as exc:  # help text into `| head`, or output left at the end: quiet, as `cat`
+        ended = exc.__context__
+        code = ended.code if isinstance(ended, SystemExit) and ended.code else 0
+    except StreamError as exc:
+        _say_error(str(exc))
+        code = 1
     except SystemExit as exc:
-        if exc.code == 130:  # a Ctrl-C outside a command body (while parsing, importing): one line too
+        code = exc.code
+        if code == 130:  # Ctrl-C, SIGTERM or SIGHUP outside a command body (parsing, importing): one line
             from chakra.cli_common import say_interrupted
 
-            say_interrupted()
-        raise
+            code = say_interrupted(stopped_by())
+    sys.exit(code)
+
+
+def _say_error(message: str) -> None:
+    """One error line on stderr, where that can still be written."""
+    with contextlib.suppress(Exception):  # stderr may be the stream that failed
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":

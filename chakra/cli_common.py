@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-from chakra.errors import ChakraError
+from chakra.errors import ChakraError, ReaderGone
 
 console = Console()
 err_console = Console(stderr=True)
@@ -126,9 +126,10 @@ def handle_errors() -> Iterator[None]:
             raise
         err_console.print(f"[bold red]error:[/] {_escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        say_interrupted()
-        raise typer.Exit(130) from None
+    except ReaderGone:  # `| head` has what it wanted: a quiet end, as `cat` has
+        raise typer.Exit(0) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (chakra.errors.Stopped)
+        raise typer.Exit(say_interrupted(getattr(exc, "signum", None))) from None
     except (BrokenPipeError, MemoryError) as exc:
         if state.debug:
             raise
@@ -136,10 +137,16 @@ def handle_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def say_interrupted() -> None:
+def say_interrupted(signum: Optional[int] = None) -> int:
+    """Say `interrupted` once (`interrupted by SIGTERM` for a stop signal); the exit code: 130 for
+    Ctrl-C, 128 + the signal's number for the others, as a shell reports a process they ended."""
+    import signal
+
     if not state.interrupted:
         state.interrupted = True
-        err_console.print("[red]interrupted[/]")
+        by = f" by {signal.Signals(signum).name}" if signum else ""
+        err_console.print(f"[red]interrupted{by}[/]", highlight=False)
+    return 128 + (signum or signal.SIGINT)
 
 
 def _escape(text: str) -> str:

@@ -75,3 +75,28 @@ class ConfigError(ChakraError):
 
 class OutputError(ChakraError):
     """An output cannot be written where asked: missing directory, symlink, device, or an input."""
+
+
+class StreamError(ChakraError):
+    """Standard output or standard error cannot be written (`> /dev/full`, an I/O error)."""
+
+    def __init__(self, stream: str, exc: OSError) -> None:
+        self.stream = stream
+        super().__init__(f"cannot write to standard {stream}: {exc.strerror or exc}")
+
+
+class ReaderGone(Exception):
+    """The reader of standard output (or error) went away, as `| head` does when it has enough.
+    Not an error: the command ends quietly with exit code 0, as `cat` does."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        super().__init__(f"the reader of standard {stream} went away")
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C is (clean up, one line), exit code 128 + `signum`."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signum)

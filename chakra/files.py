@@ -316,6 +316,9 @@ def _exit_quietly(signum: int, frame: object) -> None:
 def pool_worker_init(parent: int) -> None:
     """Initializer for pool worker processes: die with `parent` (see `die_with_parent`), and on
     Ctrl-C (which reaches the whole process group) end at once without a traceback: the parent
-    says `interrupted` once, for everyone."""
+    says `interrupted` once, for everyone. SIGTERM and SIGHUP, sent to the group as `kill -- -PGID`
+    and a closed terminal do, likewise (a forked worker would otherwise inherit the CLI's handler,
+    which raises in the middle of its task)."""
     die_with_parent(parent)
-    signal.signal(signal.SIGINT, _exit_quietly)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_quietly)

@@ -16,6 +16,12 @@ analytical binary of its backend, and recorded as `{"status", "finish", "exposed
 
 One JSON file per feature class under `--out`; the script prints cases per class and status.
 The binaries come from `--bin`, `$ASTRA_SIM_BIN` or `../shared/tools/astra-sim/bin`.
+
+    .venv/bin/python tools/astrasim_truth.py --said --seed fresh1 --count 40 [--only random random_edge]
+
+records nothing: it draws the random classes under fresh seeds, runs each case on the real binary
+and through `chakra simulate --json` as a user would, and lists every ASTRA-sim failure that the
+command did not say on stderr and in --json's `warnings` (exit 1 when there is one).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import subprocess
@@ -45,6 +52,7 @@ from tools.truthcases import (  # noqa: E402
     find_binaries,
     node_ranks,
     num_npus,
+    simulate_args,
     write_case,
 )
 
@@ -587,6 +595,9 @@ def mix() -> Iterator[dict]:
 # seeds hash the same in every run), so the matrix and the recorded files are reproducible.
 
 RANDOM_CASES = 600
+#: Seeds are drawn from "<SEED_PREFIX>-<i>" ("random-mix" and "random-edge" are the recorded
+#: tables); `--seed NAME` draws a fresh set under another name (for `--said` checks).
+SEED_PREFIX = {"random": "random-mix", "random_edge": "random-edge"}
 _SIZES = (4096, 65536, 100_000, 262_144, MIB, 1_000_003)
 
 
@@ -784,8 +795,8 @@ def random_mix() -> Iterator[dict]:
     """Seeded random DAGs of compute, memory, collectives and p2p under random networks (1-3
     dims), system configs, command-line options and comm groups, alternating the two backends.
     `kinds` lists the features a case draws, for the parity report."""
-    for i in range(RANDOM_CASES):
-        rnd = random.Random(f"random-mix-{i}")
+    for i in range(COUNTS["random"]):
+        rnd = random.Random(f"{SEED_PREFIX['random']}-{i}")
         backend = BACKENDS[i % 2]
         kinds: set = set()
         network = _random_network(rnd, backend)
@@ -822,6 +833,82 @@ def random_mix() -> Iterator[dict]:
         )
         if not used:
             kinds.discard("comm-groups")
+        spec["kinds"] = sorted(kinds)
+        yield spec
+
+
+EDGE_CASES = 120
+#: Cases per random class (`--count` changes both, for `--said` checks on fresh seeds).
+COUNTS = {"random": RANDOM_CASES, "random_edge": EDGE_CASES}
+#: Sizes at the edges: nothing, one byte, a few bytes, under a chunk, a little over.
+_TINY = (0, 1, 7, 64, 1000, 4096)
+_MEMORY_TYPES = ("PER_NPU_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL")
+
+
+def random_edge() -> Iterator[dict]:
+    """Seeded random mixes at the edges of what ASTRA-sim takes: a random mix (as `random_mix`
+    draws it) plus memory loads and stores under each remote-memory type in turn (latency 0
+    included), zero-length and tiny compute, memory and point-to-point nodes, and tiny collectives
+    of every type, each hung after a random earlier node."""
+    for i in range(COUNTS["random_edge"]):
+        rnd = random.Random(f"{SEED_PREFIX['random_edge']}-{i}")
+        backend = BACKENDS[i % 2]
+        kinds: set = set()
+        network = _random_network(rnd, backend)
+        n = num_npus({"network": network})
+        dims = len(network["npus_count"])
+        kinds.add(f"{dims}-D")
+        system = _random_system(rnd, network, kinds)
+        options = _random_options(rnd, kinds)
+        nodes = _random_nodes(rnd, n, dims, [], backend, kinds)
+        nid = max(int(e["id"]) for e in nodes)
+        ids = [int(e["id"]) for e in nodes]
+        last_coll = max((int(e["id"]) for e in nodes if e["op"] == "coll"), default=None)
+        for _ in range(rnd.randint(2, 5)):
+            nid += 1
+            edge = rnd.choice(("mem", "mem", "coll", "coll", "comp", "p2p"))
+            deps = [rnd.choice(ids)] if rnd.random() < 0.7 else []
+            if edge == "mem":
+                entry: dict[str, Any] = {"id": nid, "op": rnd.choice(("load", "store")), "size": rnd.choice(_TINY)}
+                kinds.add("mem-tiny" if entry["size"] < 4096 else "mem-node")
+            elif edge == "coll":
+                ctype = rnd.choice(TYPES)
+                entry = {"id": nid, "op": "coll", "coll": ctype, "size": rnd.choice(_TINY[:5])}
+                kinds.add(f"tiny-{ABBR[ctype]}")
+                if last_coll is not None:
+                    entry["ctrl"] = [last_coll]
+                last_coll = nid
+            elif edge == "comp":
+                entry = {"id": nid, "op": "comp", "us": 0}
+                kinds.add("zero-us")
+            else:
+                a, b = rnd.sample(range(n), 2)
+                size = rnd.choice(_TINY[:4])
+                nodes.append({"id": nid, "op": "send", "pairs": [[a, b]], "size": size, "tag": 900 + nid,
+                              **({"deps": deps} if deps else {})})  # fmt: skip
+                ids.append(nid)
+                nid += 1
+                entry = {"id": nid, "op": "recv", "pairs": [[a, b]], "size": size, "tag": 900 + nid - 1}
+                kinds.add("p2p-tiny")
+                deps = []
+            if deps:
+                entry["deps"] = deps
+            nodes.append(entry)
+            ids.append(nid)
+        memory = None
+        if any(e["op"] in ("load", "store") for e in nodes):
+            kind = _MEMORY_TYPES[i % 3]
+            kinds.add({"PER_NPU_MEMORY_EXPANSION": "mem-per-npu", "PER_NODE_MEMORY_EXPANSION": "mem-per-node"}.get(
+                kind, "mem-pool"))  # fmt: skip
+            memory = {"memory-type": kind, "remote-mem-latency": rnd.choice((0, 0, 20, 100)),
+                      "remote-mem-bw": rnd.choice((16, 64, 256))}  # fmt: skip
+            if kind == "PER_NODE_MEMORY_EXPANSION":
+                per_node = rnd.choice([d for d in range(1, n + 1) if n % d == 0])
+                memory.update({"num-nodes": n // per_node, "num-npus-per-node": per_node})
+        kinds.discard("mem-node")
+        shape = "x".join(f"{SHORT[t]}{k}" for t, k in zip(network["topology"], network["npus_count"]))
+        spec = case(f"e{i:03d}-{shape}", "random_edge", backend, network, nodes, system=system, options=options,
+                    memory=memory)  # fmt: skip
         spec["kinds"] = sorted(kinds)
         yield spec
 
@@ -1059,6 +1146,7 @@ CLASSES = {
     "mix": mix,
     "fail": fail,
     "random": random_mix,
+    "random_edge": random_edge,
     "custom": custom,
 }
 
@@ -1146,6 +1234,57 @@ def _finish(stdout: str, n: int) -> tuple[list, list]:
     return finish, exposed
 
 
+def said_check(spec: dict, bindir: Path, timeout: float) -> dict[str, Any]:
+    """Run one case on the real binary and through `chakra simulate --json` (the command, as a
+    user runs it): ASTRA-sim's status, and whether chakra said anything on stderr and in --json."""
+    res = run_case(spec, bindir, timeout)
+    with tempfile.TemporaryDirectory(prefix="astrasim-said-") as tmp:
+        paths = write_case(spec, Path(tmp))
+        proc = subprocess.run(
+            [sys.executable, "-m", "chakra.cli", *simulate_args(spec, paths), "--json", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    warnings: list = []
+    if proc.returncode == 0:
+        warnings = json.loads(proc.stdout)["warnings"]
+    flat = " ".join(proc.stderr.split())
+    return {
+        "name": spec["name"],
+        "status": res["status"],
+        "message": res.get("message"),
+        "rc": proc.returncode,
+        "stderr": bool(flat),
+        "json": bool(warnings) or proc.returncode == 1,
+        "both": proc.returncode == 1 or (bool(warnings) and all(" ".join(w.split()) in flat for w in warnings)),
+        "traceback": "Traceback" in proc.stderr,
+    }
+
+
+def said_main(classes: list[str], bindir: Path, jobs: int, timeout: float) -> int:
+    """`--said`: on the given classes (fresh seeds with --seed), every ASTRA-sim failure must be said
+    by `chakra simulate` on stderr and in --json's warnings (or refused in one line)."""
+    specs = [s for cls in all_cases(classes).values() for s in cls]
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, 2))) as pool:
+        rows = list(pool.map(lambda s: said_check(s, bindir, timeout), specs))
+    failed = [r for r in rows if r["status"] != "finished"]
+    unsaid = [r for r in failed if not (r["stderr"] and r["json"] and r["both"])]
+    kinds = Counter((r["message"] or r["status"])[:70] for r in failed)
+    print(f"{len(rows)} cases: ASTRA-sim failed on {len(failed)}, all finished on {len(rows) - len(failed)}")
+    for kind, count in kinds.most_common():
+        said = sum(1 for r in failed if (r["message"] or r["status"])[:70] == kind and r not in unsaid)
+        print(f"  {count:4d} {kind}: said {said}")
+    for r in unsaid:
+        print(f"  UNSAID {r['name']}: {r['status']} {r['message']}")
+    crashed = [r["name"] for r in rows if r["traceback"]]
+    if crashed:
+        print(f"  tracebacks from chakra simulate: {crashed[:10]}")
+    print(f"unsaid: {len(unsaid)} of {len(failed)}")
+    return 1 if unsaid or crashed else 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", help="folder with the two AstraSim_Analytical_* binaries")
@@ -1154,7 +1293,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--only", nargs="*", help="feature classes to (re)record")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds before a run counts as a hang")
     ap.add_argument("--list", action="store_true", help="print the case counts and exit")
+    ap.add_argument(
+        "--said",
+        action="store_true",
+        help="record nothing: check that chakra simulate says every failure of ASTRA-sim (stderr and --json)",
+    )
+    ap.add_argument("--seed", help="draw the random classes' seeds under this name instead (fresh seeds)")
+    ap.add_argument("--count", type=int, help="cases per random class")
     args = ap.parse_args(argv)
+    if args.seed:
+        SEED_PREFIX.update({"random": f"{args.seed}-mix", "random_edge": f"{args.seed}-edge"})
+    if args.count:
+        COUNTS.update({"random": args.count, "random_edge": args.count})
     matrix = all_cases(args.only)
     if args.list:
         for cls, specs in matrix.items():
@@ -1168,6 +1318,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.said:
+        return said_main(args.only or ["random", "random_edge"], bindir, args.jobs, args.timeout)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

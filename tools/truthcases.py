@@ -281,3 +281,26 @@ def find_binaries(explicit: Optional[str] = None) -> Optional[Path]:
 def finish_cycles(output: str) -> dict[int, int]:
     """{rank: finish ns} from an ASTRA-sim run's output (ranks that never finished are absent)."""
     return {int(r): int(c) for r, c in FINISHED.findall(output)}
+
+
+#: The binaries' command-line options as `chakra simulate` spells them.
+CLI_OPTIONS = {
+    "num-queues-per-dim": "--num-queues-per-dim",
+    "rendezvous-protocol": "--rendezvous-protocol",
+    "injection-scale": "--injection-scale",
+    "comm-scale": "--comm-scale",
+}
+
+
+def simulate_args(spec: Mapping[str, Any], paths: Mapping[str, Path]) -> list[str]:
+    """`chakra simulate` arguments for a written case: the files and options ASTRA-sim ran with."""
+    args = ["simulate", str(paths["workload"]), "--network", str(paths["network"]), "--system", str(paths["system"])]
+    args += ["--memory", str(paths["memory"]), "--congestion", spec["backend"]]
+    if "groups" in paths:
+        args += ["--comm-group", str(paths["groups"])]
+    for key, value in (spec.get("options") or {}).items():
+        if isinstance(value, bool):
+            args += [CLI_OPTIONS[key]] if value else []
+        else:
+            args += [CLI_OPTIONS[key], str(value)]
+    return args

@@ -112,8 +112,12 @@ def astrasim_cmd(
             if summary[key]:
                 table.add_row(key.replace("_", " "), summary[key])
         console.print(table)
-        for issue in result.plan.blocking:
-            info(f"[yellow]not fixed[/]: rank {issue.rank} node {issue.node_id}: {issue.reason}", quiet)
+        from rich.markup import escape
+
+        from chakra.export.astrasim import finding_line
+
+        for finding in summary["not_fixed"]:  # one line per kind, with the ranks it touches
+            info(f"[yellow]not fixed[/]: {escape(finding_line(finding))}", quiet)
         console.print("run it with:", style="bold")
         console.print(summary["command"], markup=False, highlight=False, soft_wrap=True)
         info(f"same files in chakra simulate: {summary['simulate_command']}", quiet)

@@ -141,7 +141,7 @@ def simulate_cmd(
       [bold]chakra simulate out/ddp2 --traffic --html run.html[/]   (where the bytes went)
     """
     from chakra.sim import SimOptions
-    from chakra.sim.config import load_network, load_system
+    from chakra.sim.config import load_memory, load_network, load_system
 
     with handle_errors():
         # 1. the options, checked before any trace is read
@@ -166,6 +166,12 @@ def simulate_cmd(
         # config on standard input could not be read twice).
         network = load_network(network) if network is not None else None
         system = load_system(system) if system is not None else None
+        memory = load_memory(memory) if memory is not None else None
+        # What the real ASTRA-sim would do on these files, worked out before the run: where it hangs
+        # on how the run goes (a memory rank ending on a send/recv), the run records node times.
+        astra = _astrasim_plan(traces, comm_group, network, system, memory, congestion.value, comm.value)
+        if astra is not None and astra.p2p_ends:
+            options = replace(options, record_nodes=True)
         # 2. the run, logged where asked (or to a temp file a timeline is drawn from)
         with _event_log(log, timeline) as log_path:
             result = _run(traces, network, system, memory, replace(options, log_path=log_path), quiet)
@@ -173,12 +179,19 @@ def simulate_cmd(
                 _write_timeline(log_path, timeline, own_log=log is None, quiet=quiet)
         if log is not None:
             info(f"wrote {log}", quiet)
-        # 3. what came out
-        for line in result.warnings:
-            warn(line)
+        # 3. what came out: every warning on stderr and in --json's `warnings` (a script sees them too)
         if traffic and comm.value == "replay":
-            warn("--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted")
-        _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
+            result.warnings.append(
+                "--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted"
+            )
+        for line in _astrasim_warnings(astra, result, comm.value):
+            if line not in result.warnings:
+                result.warnings.append(line)
+        for line in result.warnings:
+            if line.startswith("note: "):
+                info(line, quiet)
+            else:
+                warn(line)
         if html is not None:
             from chakra.report.figures import simulate_sections
             from chakra.report.html import write_html
@@ -323,26 +336,39 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate_cmd)
 
 
-def _astrasim_warnings(
-    traces: Any, comm_group: Any, network: Any, system: Any, congestion: str, comm: str, quiet: bool
-) -> None:
-    """What the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
-    less what the simulator itself already said (METADATA nodes, collectives ASTRA-sim does not
-    implement, send/recv pairs of different sizes). In model mode, the mode that stands in for
-    ASTRA-sim, one warning per kind; a replay of recorded durations answers another question, so
-    there it is one note naming the kinds."""
-    from chakra.export.astrasim import failure_kinds, simulate_warnings
+#: What the simulator itself already says (METADATA nodes, collectives ASTRA-sim does not implement,
+#: send/recv pairs of different sizes): not said twice.
+_SAID_BY_THE_SIMULATOR = frozenset(
+    {"metadata-node", "p2p-size-mismatch"}
+    | {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
+)
 
-    skip = {"metadata-node", "p2p-size-mismatch"}
-    skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
+
+def _astrasim_plan(
+    traces: Any, comm_group: Any, network: Any, system: Any, memory: Any, congestion: str, comm: str
+) -> Any:
+    """The checks of `validate --for astra-sim` on these inputs (`chakra.export.astrasim.Plan`)."""
+    from chakra.export.astrasim import simulate_plan
+
+    return simulate_plan(traces, comm_group, network, system, congestion, memory)
+
+
+def _astrasim_warnings(astra: Any, result: Any, comm: str) -> list[str]:
+    """What the real ASTRA-sim would do on these files, less what the simulator already said. In
+    model mode, the mode that stands in for ASTRA-sim, one warning per kind (a memory rank that
+    can end on a send/recv settled by the run's node times); a replay of recorded durations
+    answers another question, so there it is one note naming the kinds."""
+    from chakra.export.astrasim import settle_memory_ends, warning_lines
+
+    if astra is None:
+        return []
     if comm == "model":
-        for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
-            warn(line)
-        return
-    kinds = failure_kinds(traces, comm_group, network, system, congestion, frozenset(skip))
-    if kinds:
-        info(
-            f"note: the real ASTRA-sim would not run these files as they are ({', '.join(kinds)}): "
-            "`chakra validate --for astra-sim` says where; `chakra export astra-sim` writes a variant it runs",
-            quiet,
-        )
+        settle_memory_ends(astra, {r: v.finish_ns for r, v in result.ranks.items()}, result.node_times)
+        return warning_lines(astra, _SAID_BY_THE_SIMULATOR)
+    kinds = list(dict.fromkeys(i.code for i in astra.errors if i.code not in _SAID_BY_THE_SIMULATOR))
+    if not kinds:
+        return []
+    return [
+        f"note: the real ASTRA-sim would not run these files as they are ({', '.join(kinds)}): "
+        "`chakra validate --for astra-sim` says where; `chakra export astra-sim` writes a variant it runs"
+    ]

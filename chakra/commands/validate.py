@@ -34,6 +34,12 @@ def validate(
     system: Optional[Path] = typer.Option(
         None, "--system", "-s", help="With --for astra-sim: the system JSON it will run on (default: the bundled one)."
     ),
+    memory: Optional[Path] = typer.Option(
+        None,
+        "--memory",
+        "-m",
+        help="With --for astra-sim: the remote-memory JSON it will run on (default: export's, PER_NPU).",
+    ),
     algorithm: Optional[str] = typer.Option(
         None,
         "--algorithm",
@@ -66,7 +72,7 @@ def validate(
         loaded = load_traces(traces, quiet, stream=target is None)
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
         if target == "astra-sim":
-            _for_astrasim(loaded, groups, json_out, backend, network, system)
+            _for_astrasim(loaded, groups, json_out, backend, network, system, memory)
             return
         report = validate_traces(loaded, cross_rank=not no_cross_rank, groups=groups)
         if json_out:
@@ -130,16 +136,23 @@ def _algorithm(traces: list[str], collective: str, json_out: bool) -> None:
 
 
 def _for_astrasim(
-    loaded: list, groups: dict, json_out: bool, backend: Optional[str], network: Optional[Path], system: Optional[Path]
+    loaded: list,
+    groups: dict,
+    json_out: bool,
+    backend: Optional[str],
+    network: Optional[Path],
+    system: Optional[Path],
+    memory: Optional[Path],
 ) -> None:
     from chakra.export.astrasim import plan
-    from chakra.sim.config import load_network, load_system
+    from chakra.sim.config import load_memory, load_network, load_system
 
     if backend not in (None, "aware", "unaware"):
         raise InputError(f"--backend must be aware or unaware, not {backend!r}")
     net = load_network(network) if network is not None else None
     sysc = load_system(system) if system is not None else None
-    p = plan(loaded, groups, network=net, system=sysc, backend=backend)
+    mem = load_memory(memory) if memory is not None else None
+    p = plan(loaded, groups, network=net, system=sysc, backend=backend, memory=mem)
     issues, errors = p.issues, p.errors
     if json_out:
         print_json({"target": "astra-sim", "ok": not errors, "findings": [i.to_json() for i in issues]})

@@ -61,6 +61,7 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
         # standard error on /dev/null: this process reports what they do (a failed task, a lost
         # worker) in its own words. Workers end when this process dies.
         with _children_stderr_quiet():
+            _start_resource_tracker()
             cluster = distributed.LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
@@ -85,6 +86,26 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
     finally:
         if cluster is not None:  # its worker processes end with this one in any case
             _quietly(cluster.close)
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, ignoring SIGHUP. It ignores SIGINT and SIGTERM
+    on its own, not SIGHUP: a hang-up to the process group (a closed terminal or ssh session) would
+    kill it, and the worker processes would start a fresh one that prints a KeyError traceback for
+    every shared-memory name it never saw. An ignored signal stays ignored across exec."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with suppress(Exception):
+        from multiprocessing import resource_tracker
+
+        old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            signal.signal(signal.SIGHUP, old)
 
 
 def silence_dask() -> None:

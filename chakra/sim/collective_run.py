@@ -56,6 +56,15 @@ def reduction_ns(local_mem_bw: float, size: int) -> int:
     return 3 * int(size / (local_mem_bw * 1e9) * 1e9)
 
 
+#: What ASTRA-sim does when a collective's algorithm splits its chunk into empty messages (a
+#: collective of a few bytes over many ranks, halvingDoubling of 1 B): ChunkIdGenerator's
+#: create_send_chunk_id asserts `chunk_size > 0` and the binary aborts (both backends).
+ZERO_MESSAGE = (
+    "a collective too small for its chunks: an algorithm step sends 0 bytes, and ASTRA-sim aborts on it "
+    "(ChunkIdGenerator::create_send_chunk_id: Assertion `chunk_size > 0'); here the step takes no time"
+)
+
+
 class OverlapsEarlierTraffic(Exception):
     """An isolated collective on the aware network would start while an earlier one still holds
     links: the simulation must run every collective on the shared clock instead."""
@@ -567,6 +576,8 @@ class CollectiveRun:
 
     # -- network: one key per (collective, chunk, pair, size), as ASTRA-sim's stream tags --
     def send(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
+        if size <= 0:
+            self.owner.zero_message(size)
         self.messenger.send(src, dst, size, (self.tag, alg.stream.index, src, dst, size), NOOP)
 
     def recv(self, alg: RingAlg, src: int, dst: int, size: int) -> None:
@@ -801,6 +812,10 @@ class CollectiveRunner:
             "ASTRA-sim never finishes it (and then no rank finishes); here it takes 0 ns"
         )
 
+    def zero_message(self, size: int) -> None:
+        """A collective's step sends an empty message: ASTRA-sim's network front end asserts on it."""
+        self._warn(ZERO_MESSAGE)
+
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
@@ -920,6 +935,11 @@ class CollectiveRunner:
         if not active:
             return None
         phases: list[tuple[int, int, str]] = []  # (dims index, collective, queue allocator)
+        if ctype == AR and not self.sys.collective_optimization:
+            raise ConfigError(
+                f"{self.where}: missing key collective-optimization, which ASTRA-sim reads for every ALL_REDUCE "
+                "it plans natively (it has no default: undefined behaviour); only custom implementations go without it"
+            )
         if ctype == AR and self.sys.collective_optimization == "localBWAware":
             last = active[-1]
             phases = [(i, RS, "first") for i in active if i < last] + [(last, AR, "first")]

@@ -249,7 +249,13 @@ def load_network(path: PathLike) -> NetworkConfig:
     return net
 
 
-_SYSTEM_REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-splits")
+# Keys ASTRA-sim leaves uninitialised when absent (Sys::Sys reads them only `if (j.contains(...))`)
+# and reads for every collective. collective-optimization is one too, but read only where a native
+# ALL_REDUCE is planned (Sys::generate_collective; a custom implementation returns before it): its
+# absence is refused there (chakra.sim.collective_run), so ASTRA-sim's custom-collective example runs.
+_SYSTEM_REQUIRED = ("scheduling-policy", "preferred-dataset-splits")
+#: SystemConfig.collective_optimization of a system JSON without the key.
+UNSET = ""
 
 
 def _per_node_mapping(where: str, value: Any) -> dict[int, str]:
@@ -283,8 +289,8 @@ def system_from_dict(data: dict[str, Any], path: Optional[PathLike] = None) -> S
     sysc.scheduling_policy = str(data["scheduling-policy"])
     if sysc.scheduling_policy not in ("LIFO", "FIFO", "EXPLICIT"):
         raise ConfigError(f"{where}: scheduling-policy {excerpt(sysc.scheduling_policy)} is not LIFO, FIFO or EXPLICIT")
-    sysc.collective_optimization = str(data["collective-optimization"])
-    if sysc.collective_optimization not in ("baseline", "localBWAware"):
+    sysc.collective_optimization = str(data.get("collective-optimization", UNSET))
+    if sysc.collective_optimization not in ("baseline", "localBWAware", UNSET):
         raise ConfigError(
             f"{where}: collective-optimization {sysc.collective_optimization!r} is not baseline or localBWAware"
         )

@@ -58,7 +58,7 @@ def test_empty_ranks_get_an_idle_node(tmp_path, run_cli):
     out = read_traces([tmp_path / "x"])
     assert [len(t.nodes) for t in out][1:] == [1, 1, 1] and out[1].nodes[0].duration_micros == 0
     res = run_cli("simulate", str(raw), "-q")
-    assert "ASTRA-sim would fail here (empty-rank: rank 1, 3 such)" in " ".join(res.stderr.split())
+    assert "ASTRA-sim would fail here (empty-rank: ranks 1-3, 3 such)" in " ".join(res.stderr.split())
 
 
 def test_cpu_compute_nodes_become_gpu_nodes(samples_dir, tmp_path, run_cli):
@@ -158,7 +158,7 @@ def test_subgroup_double_free_is_avoided_on_unaware(tmp_path, run_cli):
     assert {f["code"] for f in summary["not_fixed"]} == {"subgroup-double-free"}
     res = run_cli("simulate", str(raw), "-q")
     warned = " ".join(res.stderr.split())
-    assert "(subgroup-double-free: rank 0, 4 such)" in warned and "use --backend unaware" in warned
+    assert "(subgroup-double-free: ranks 0-3, 4 such)" in warned and "use --backend unaware" in warned
     # with the unaware export's own files, nothing is left to warn about
     res = run_cli("simulate", *summary_cmd(tmp_path / "u"), "-q")
     assert res.exit_code == 0 and "ASTRA-sim would fail" not in res.stderr

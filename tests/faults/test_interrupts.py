@@ -1,7 +1,8 @@
-"""Ctrl-C and SIGKILL at seeded moments for every command that writes files.
+"""Ctrl-C, SIGTERM, SIGHUP and SIGKILL at seeded moments for every command that writes files.
 
 After Ctrl-C (SIGINT to the whole process group, as a terminal sends it): exit 130 and the one
-line `interrupted`, or, when the moment fell after the work, a normal exit; either way no
+line `interrupted`; after SIGTERM or SIGHUP the same with exit 128 + the signal and the line
+`interrupted by SIGTERM` (SIGHUP); or, when the moment fell after the work, a normal exit; either way no
 traceback, no temporary file and no process left. After SIGKILL of the command alone: no worker
 left running, every output either absent or whole, and the next run of the same command succeeds
 and removes what the killed one left (its recognisable temporary files).
@@ -86,22 +87,33 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+#: Ctrl-C (a terminal), SIGTERM (kill, Slurm, Kubernetes) and SIGHUP (a closed terminal or ssh
+#: session), each to the whole process group: the same clean end, the signal named in the line.
+STOPS = {
+    signal.SIGINT: "interrupted",
+    signal.SIGTERM: "interrupted by SIGTERM",
+    signal.SIGHUP: "interrupted by SIGHUP",
+}
+
+
+@pytest.mark.parametrize("sig", list(STOPS), ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_ctrl_c(name, inputs, tmp_path):
+def test_stop_signal(name, sig, inputs, tmp_path):
     words, outputs = COMMANDS[name]
     seen: set[int] = set()
-    run = chakra(*_args(words, inputs, tmp_path), kill_after=_moment(name, "int"), sig=signal.SIGINT, seen=seen)
+    kind = "int" if sig == signal.SIGINT else signal.Signals(sig).name
+    run = chakra(*_args(words, inputs, tmp_path), kill_after=_moment(name, kind), sig=sig, seen=seen)
     try:
-        assert "Traceback" not in run.stderr, run.stderr[-3000:]
-        if run.rc == 130:
+        assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr[-3000:]
+        if run.rc == 128 + sig:
             lines = [x.strip() for x in run.stderr.splitlines() if x.strip()]
-            assert lines[-1] == "interrupted", run.stderr
+            assert lines[-1] == STOPS[sig], run.stderr
             if len(lines) > 1:  # what the command had said before the Ctrl-C came (a slow machine)
                 normal = chakra(*_args(words, inputs, tmp_path))
                 said = {x.strip() for x in normal.stderr.splitlines()}
                 assert all(x in said for x in lines[:-1]), (run.stderr, normal.stderr)
-        else:  # the work was done before the moment came (-2: at the interpreter's exit)
-            assert run.rc in (0, -signal.SIGINT), run.stderr
+        else:  # the work was done before the moment came (-N: at the interpreter's exit)
+            assert run.rc in (0, -sig), run.stderr
         assert temp_files(tmp_path) == []
         assert not wait_gone(seen), "processes left running after Ctrl-C"
         for out in outputs:
@@ -190,9 +202,10 @@ SWEEP_POINTS = 30 * 20  # enough work that the first flush comes seconds before 
 
 
 @pytest.mark.slow
-def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
-    """Ctrl-C in a Dask sweep: one line, the scheduler and workers gone, the finished points kept,
-    and the rerun simulates only the rest (every point once)."""
+@pytest.mark.parametrize("sig", list(STOPS), ids=lambda s: signal.Signals(s).name)
+def test_sweep_stop_keeps_finished_points_for_resume(sig, inputs, tmp_path):
+    """Ctrl-C, SIGTERM or SIGHUP to a Dask sweep's process group: one line, the scheduler and
+    workers gone, the finished points kept, and the rerun simulates only the rest (every point once)."""
     pytest.importorskip("distributed")
     pa = pytest.importorskip("pyarrow.parquet")
     grid = tmp_path / "grid.yaml"
@@ -204,18 +217,18 @@ def test_sweep_ctrl_c_keeps_finished_points_for_resume(inputs, tmp_path):
     def running(pid: int) -> bool:  # points finishing (a first flush), then a short seeded moment more
         if (tmp_path / "r.parquet").exists():
             started.setdefault("t", time.monotonic())
-            return time.monotonic() - started["t"] > random.Random(SEED).uniform(0.0, 0.3)
+            return time.monotonic() - started["t"] > random.Random(f"{SEED}:{sig}").uniform(0.0, 0.3)
         return False
 
     os.environ["CHAKRA_SWEEP_FLUSH_S"] = "1"
     try:
-        run = chakra(*args, kill_after=0.5, sig=signal.SIGINT, when=running, seen=seen, timeout=120)
+        run = chakra(*args, kill_after=0.5, sig=sig, when=running, seen=seen, timeout=120)
     finally:
         del os.environ["CHAKRA_SWEEP_FLUSH_S"]
     try:
         assert "Traceback" not in run.stderr and "CancelledError" not in run.stderr, run.stderr[-3000:]
-        assert run.rc == 130, run.stderr[-3000:]
-        assert [x for x in run.stderr.splitlines() if x.strip()] == ["interrupted"], run.stderr[-3000:]
+        assert run.rc == 128 + sig, run.stderr[-3000:]
+        assert [x for x in run.stderr.splitlines() if x.strip()] == [STOPS[sig]], run.stderr[-3000:]
         assert not wait_gone(seen, 15), "scheduler or workers outlived the interrupted sweep"
         kept = pa.read_table(tmp_path / "r.parquet").to_pylist()
         done = {r["point_id"] for r in kept if r["scope"] == "overall"}

@@ -77,7 +77,13 @@ def test_bad_system_is_one_error_line(run_cli, samples_dir, tmp_path):
     sysf.write_text('{"scheduling-policy": "LIFO", "endpoint-delay": 10}')
     res = run_cli("simulate", str(samples_dir / AR_PREFIX), "--system", str(sysf))
     assert res.exit_code == 1
-    assert "missing key(s) collective-optimization, preferred-dataset-splits" in res.stderr
+    assert "missing key(s) preferred-dataset-splits" in res.stderr
+    # collective-optimization is refused where ASTRA-sim reads it: a native ALL_REDUCE
+    sysf.write_text(
+        '{"scheduling-policy": "LIFO", "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"]}'
+    )
+    res = run_cli("simulate", str(samples_dir / AR_PREFIX), "--system", str(sysf))
+    assert res.exit_code == 1 and "missing key collective-optimization" in res.stderr
     write_system(sysf, all_reduce_implementation=["butterfly"])
     res = run_cli("simulate", str(samples_dir / AR_PREFIX), "--system", str(sysf))
     assert res.exit_code == 1 and "unknown algorithm 'butterfly'" in res.stderr
