@@ -50,7 +50,7 @@ from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, sc
 WIDTH = 64
 BATCH = 16
 WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc", "tpdp", "hsdp", "fsdptp", "fsdpac",
-             "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d")  # fmt: skip
+             "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d", "collmix")  # fmt: skip
 
 
 def _mlp(depth: int, width: int = WIDTH) -> nn.Sequential:
@@ -355,6 +355,44 @@ def misc(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 
     return step, {"ops": ["broadcast", "barrier", "coalesced all_reduce", "all_gather_into_tensor",
                           "reduce_scatter_tensor", "all_to_all_single"]}  # fmt: skip
+
+
+def collmix(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """The collective mix of the issue's run: all_gather_into_tensor, reduce_scatter_tensor, gather,
+    scatter, reduce, list all_to_all, batch_isend_irecv (ring), two async all-reduces waited late,
+    broadcast_object_list."""
+    torch.manual_seed(rank)
+    model = _mlp(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        grads = [p.grad for p in model.parameters()]
+        late = [dist.all_reduce(grads[0], async_op=True), dist.all_reduce(grads[1], async_op=True)]
+        full = torch.empty(world * WIDTH)
+        dist.all_gather_into_tensor(full, grads[3].contiguous())
+        part = torch.empty(WIDTH)
+        dist.reduce_scatter_tensor(part, full)
+        dist.gather(part, [torch.empty(WIDTH) for _ in range(world)] if rank == 0 else None, dst=0)
+        dist.scatter(part, [torch.full((WIDTH,), float(r)) for r in range(world)] if rank == 0 else None, src=0)
+        dist.reduce(part, dst=world - 1)
+        outs = [torch.empty(8) for _ in range(world)]
+        dist.all_to_all(outs, [torch.full((8,), float(rank * world + r)) for r in range(world)])
+        ring = torch.empty(WIDTH)
+        ops = [dist.P2POp(dist.isend, part, (rank + 1) % world), dist.P2POp(dist.irecv, ring, (rank - 1) % world)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        meta = [{"step": 1, "lr": 0.01}] if rank == 0 else [None]
+        dist.broadcast_object_list(meta, src=0)
+        for work in late:  # waited only now
+            work.wait()
+        opt.step()
+
+    return step, {"ops": ["all_gather_into_tensor", "reduce_scatter_tensor", "gather", "scatter", "reduce",
+                          "all_to_all (list)", "batch_isend_irecv", "async all_reduce x2 waited late",
+                          "broadcast_object_list"]}  # fmt: skip
 
 
 def _mesh_2d(world: int, names: tuple[str, str]) -> Any:

@@ -53,13 +53,17 @@ def _keys(op: Op) -> set:
 
 
 class Call:
-    __slots__ = ("op", "info", "executors", "keys")
+    __slots__ = ("op", "info", "executors", "keys", "tensor_done")
 
     def __init__(self, op: Op, info: CommInfo) -> None:
         self.op = op
         self.info = info
         self.executors: list[Op] = []
         self.keys: Optional[set] = None
+        # a gloo executor on the call's own tensor claimed it: a gloo op whose ET parent is this
+        # call but that shares no tensor with it ran another call (gloo ops get the op the main
+        # thread was in as parent, e.g. an async all-reduce still running while later calls run)
+        self.tensor_done = False
 
 
 @dataclass
@@ -431,10 +435,11 @@ def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: li
     # 1. Through the tree: the kernel's launcher, or the nccl:/gloo: op's ET parent.
     start = ex.launcher.id if ex.launcher is not None else ex.parent
     if start in calls:
-        return calls[start]
-    if start in ops:
+        if not (gloo and calls[start].tensor_done):
+            return calls[start]
+    elif start in ops:
         anc = _call_ancestor(ops[start], ops, calls)
-        if anc is not None and _compatible(ex, anc):
+        if anc is not None and _compatible(ex, anc) and not (gloo and anc.tensor_done):
             return anc
     if not gloo:
         return None
@@ -465,7 +470,10 @@ def _call_by_tensor(ex: Op, call_list: list[Call]) -> Optional[Call]:
             latest = latest or call
             if not call.executors:
                 unclaimed = call
-    return unclaimed or latest
+    found = unclaimed or latest
+    if found is not None:
+        found.tensor_done = True
+    return found
 
 
 def _compatible(ex: Op, call: Call) -> bool:
