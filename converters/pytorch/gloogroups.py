@@ -21,13 +21,16 @@ gloo records no process group on its calls: `c10d::allreduce_` has the group as 
 order) and returns thread -> group for every rank: among the maps that are monotone, keep the
 pins, and give every group the same sequence of (type, size) on all its members, the one whose
 collectives overlap in time best (least time by which some member ended before another
-started), then the one using the most groups (a collective of the world group also fits in each
-subgroup, so fewer groups is never evidence), then the later-created groups (a group unused in the
-traced step created before the used ones).
+started), then the one whose groups hold closest to a ProcessGroupGloo's two worker threads each
+(so one group's two threads are not split over two groups, nor three threads put on one), then
+the one using the most groups (a collective of the world group also fits in each subgroup, so
+fewer groups is never evidence), then the later-created groups (a group unused in the traced
+step created before the used ones).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
@@ -45,6 +48,9 @@ _ALL_NEED_ALL = frozenset(
         CollectiveType.BARRIER,
     }
 )
+#: worker threads of a ProcessGroupGloo (its Options' default): a group is expected to show this many
+#: (fewer where it ran few collectives)
+THREADS_PER_GROUP = 2
 #: at most this many whole-job assignments are scored; past it the best found so far is kept
 MAX_ASSIGNMENTS = 20000
 #: per rank, at most this many thread -> group maps are considered
@@ -246,9 +252,12 @@ def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], 
         groups_used = 0
         lateness = 0
         spans: dict[str, list[tuple[Coll, ...]]] = {}
+        misfit = 0
         for rank, idx in chosen.items():
             cand, seqs, _ = cands[rank][idx]
-            groups_used += len(set(cand))
+            counts = Counter(cand)
+            groups_used += len(counts)
+            misfit += sum(abs(n - THREADS_PER_GROUP) for n in counts.values())
             lateness -= sum(cand)
             for name, seq in seqs.items():
                 if seq:
@@ -263,7 +272,7 @@ def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], 
                 gap = max(c.start for c in colls) - min(c.end for c in colls)  # type: ignore[type-var]
                 if gap > 0:
                     overlap += gap
-        return (overlap, -groups_used, lateness)
+        return (overlap, misfit, -groups_used, lateness)
 
     def walk(i: int) -> bool:
         nonlocal best_key, best, ties, seen

@@ -44,6 +44,42 @@ ZOO = {
     "groups8": {"ALL_REDUCE", "groups"},
     "misc4": {"BROADCAST", "BARRIER", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"},
     "misc8": {"BROADCAST", "BARRIER", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"},
+    # torch's own parallel libraries: DeviceMesh groups, DTensor, FSDP2, torch.distributed.pipelining
+    "tpdp4": {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "groups"},
+    "tpdp8": {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "groups"},
+    "hsdp4": {"ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "groups"},
+    "hsdp8": {"ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "groups"},
+    "fsdptp4": {"ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "groups"},
+    "fsdpac4": {"ALL_GATHER", "REDUCE_SCATTER"},
+    "pipegpipe4": {"send", "recv"},
+    "pipe1f1b4": {"send", "recv"},
+    "pipeinterleaved4": {"send", "recv"},
+    "pipezb4": {"send", "recv"},
+    "pipezbv4": {"send", "recv"},
+    "collmix4": {
+        "ALL_GATHER",
+        "REDUCE_SCATTER",
+        "GATHER",
+        "SCATTER",
+        "REDUCE",
+        "ALL_TO_ALL",
+        "send",
+        "recv",
+        "ALL_REDUCE",
+        "BROADCAST",
+    },  # fmt: skip
+    "collmix8": {
+        "ALL_GATHER",
+        "REDUCE_SCATTER",
+        "GATHER",
+        "SCATTER",
+        "REDUCE",
+        "ALL_TO_ALL",
+        "send",
+        "recv",
+        "ALL_REDUCE",
+        "BROADCAST",
+    },  # fmt: skip
 }
 
 
