@@ -97,14 +97,20 @@ _NOT_SUMMARY = ("merged", "survey", "group_warnings")
 
 
 def map_comms(
-    ops: dict[int, Op], rank: int, pgs: list[dict], thread_groups: Optional[dict[int, str]] = None, world: int = 0
+    ops: dict[int, Op],
+    rank: int,
+    pgs: list[dict],
+    thread_groups: Optional[dict[int, str]] = None,
+    world: int = 0,
+    p2p_groups: Optional[dict[int, str]] = None,
 ) -> CommStats:
     """Mark comm executors (kind COMM, .comm set) and synthesise comm nodes for calls without one.
 
     Five phases: find the calls, find the executors, pair each executor with its call, give every
     call one comm node, then settle process groups and p2p peers. `CommStats.merged` lists the ops
     merged away (to drop). `thread_groups` (gloo thread -> pg_name, from `gloogroups.solve` over
-    every rank's `CommStats.survey`) places the gloo collectives no record names a group for."""
+    every rank's `CommStats.survey`) places the gloo collectives no record names a group for, and
+    `p2p_groups` (op id -> pg_name, `gloogroups.solve_p2p`) the point-to-point calls."""
     # Only NCCL kernels are COMM so far; every other op that matters has a comm name prefix.
     # (filtered first, then sorted by id: a big trace has ~100k ops and a handful of comm ones)
     order = sorted((op for op in ops.values() if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)), key=_ID)
@@ -126,7 +132,7 @@ def map_comms(
         merged=merged,
     )
     stats.survey = _survey(ops, rank, pgs, world, merged)
-    _settle_groups(ops, rank, pgs, stats, thread_groups)
+    _settle_groups(ops, rank, pgs, stats, thread_groups, p2p_groups or {})
     stats.unknown = dict(unknown)
     return stats
 
@@ -263,7 +269,12 @@ def _merge_executors(call: Call) -> list[Op]:
 
 
 def _settle_groups(
-    ops: dict[int, Op], rank: int, pgs: list[dict], stats: CommStats, thread_groups: Optional[dict[int, str]]
+    ops: dict[int, Op],
+    rank: int,
+    pgs: list[dict],
+    stats: CommStats,
+    thread_groups: Optional[dict[int, str]],
+    p2p_groups: dict[int, str],
 ) -> None:
     """Phase 5: a process group for every comm node (a gloo collective's from its thread, else the
     default), p2p source/destination ranks, and per-collective counts and bytes."""
@@ -283,7 +294,7 @@ def _settle_groups(
         if op.kind != COMM or info is None:
             continue
         if not info.pg_name:
-            placed = pool_pg.get(op.thread)
+            placed = p2p_groups.get(op.id) if info.coll in (SEND, RECV) else pool_pg.get(op.thread)
             info.pg_name = placed or default_pg
             if placed is None:
                 stats.comm_pg_defaulted += 1
@@ -340,8 +351,18 @@ def _survey(ops: dict[int, Op], rank: int, pgs: list[dict], world: int, merged: 
     and its groups in creation order; None when gloo ran nothing on threads of its own."""
     gone = {m.id for m in merged}
     threads: dict[int, list[Coll]] = {}
+    p2p: list[tuple[int, str, int, int, int]] = []
     for op in ops.values():
         info = op.comm
+        if (
+            op.kind == COMM
+            and info is not None
+            and info.coll in (SEND, RECV)
+            and not info.pg_name
+            and op.id not in gone
+        ):
+            p2p.append((op.id, info.coll, info.peer, info.tag, info.size))
+            continue
         if op.kind != COMM or info is None or not op.name.startswith("gloo:") or op.id in gone:
             continue
         if not isinstance(op.thread, int) or info.coll in (SEND, RECV) or isinstance(info.coll, str):
@@ -357,7 +378,7 @@ def _survey(ops: dict[int, Op], rank: int, pgs: list[dict], world: int, merged: 
         groups.append((str(g.get("pg_name")), tuple(int(r) for r in ranks)))
     if not groups:
         return None
-    return Survey(rank, groups, threads)
+    return Survey(rank, groups, threads, sorted(p2p))
 
 
 def _split_batches(kernels: list[Op], call_list: list[Call], unknown: Counter) -> dict:

@@ -30,7 +30,7 @@ from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
 from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
 from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, sniff_et_head
 from chakra.converters.pytorch.etplus import is_etplus, load_etplus
-from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve
+from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve, solve_p2p
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
@@ -62,6 +62,8 @@ class GlooJob:
 
     defer: bool = False
     placed: dict[int, dict[int, str]] = field(default_factory=dict)
+    #: rank -> point-to-point op id -> pg_name (`gloogroups.solve_p2p`)
+    p2p: dict[int, dict[int, str]] = field(default_factory=dict)
     surveys: dict[int, Survey] = field(default_factory=dict)
     #: what the job-wide placement could not settle (ambiguity, no fit): for each placed rank's summary
     warnings: list[str] = field(default_factory=list)
@@ -144,7 +146,7 @@ def _convert_rank(
         dropped["process_group:init METADATA node (--metadata-node keeps it)"] += len(et.pg_init)
     world = int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs))
     thread_groups = job.placed.get(rank) if job is not None else None
-    comm_stats = map_comms(ops, rank, pgs, thread_groups, world)
+    comm_stats = map_comms(ops, rank, pgs, thread_groups, world, job.p2p.get(rank) if job is not None else None)
     if job is not None and comm_stats.survey is not None:
         job.surveys[rank] = comm_stats.survey
         if job.defer and thread_groups is None and needs_solving(comm_stats.survey):
@@ -509,7 +511,7 @@ def convert_files(
                     # gloo collectives some rank could not place alone: place them job-wide, then
                     # convert those ranks again (from the same input bytes, still held here)
                     placed, warnings = solve(surveys)
-                    job = GlooJob(placed=placed, warnings=warnings)
+                    job = GlooJob(placed=placed, p2p=solve_p2p(surveys), warnings=warnings)
                     again = {i: pool.submit(_convert_one, inputs[i], tmp_paths[i], options, job) for i in deferred}
                     for i, f in again.items():
                         results[i] = f.result()

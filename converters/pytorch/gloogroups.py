@@ -76,6 +76,8 @@ class Survey:
     rank: int
     groups: list[tuple[str, tuple[int, ...]]]
     threads: dict[int, list[Coll]] = field(default_factory=dict)
+    #: point-to-point calls without a named group: (op id, "send"/"recv", peer's group rank, tag, bytes)
+    p2p: list[tuple[int, str, int, int, int]] = field(default_factory=list)
 
     def as_tuple(self) -> tuple:
         """Plain data, to cross a process boundary cheaply."""
@@ -85,16 +87,18 @@ class Survey:
             {
                 t: [(c.order, int(c.coll), c.size, c.start, c.end, c.pinned) for c in cs]
                 for t, cs in self.threads.items()
-            },  # fmt: skip
+            },
+            self.p2p,
         )
 
     @classmethod
     def from_tuple(cls, data: tuple) -> Survey:
-        rank, groups, threads = data
+        rank, groups, threads, p2p = data
         return cls(
             rank,
             [(str(n), tuple(r)) for n, r in groups],
             {int(t): [Coll(*c) for c in cs] for t, cs in threads.items()},
+            [tuple(x) for x in p2p],
         )
 
 
@@ -103,7 +107,42 @@ def needs_solving(survey: Survey) -> bool:
     no pinned collective and the rank has more than one group."""
     if len(survey.groups) < 2:
         return False
+    if any(len(set(p2p_candidates(survey, peer).values())) > 1 for _, _, peer, _, _ in survey.p2p):
+        return True
     return any(not any(c.pinned for c in cs) for cs in survey.threads.values())
+
+
+def p2p_candidates(survey: Survey, peer: int) -> dict[str, int]:
+    """pg_name -> the global rank a point-to-point peer's group rank stands for, in each of the
+    rank's groups that has that many members."""
+    return {name: ranks[peer] for name, ranks in survey.groups if 0 <= peer < len(ranks) and ranks[peer] != survey.rank}
+
+
+def solve_p2p(surveys: Sequence[Survey]) -> dict[int, dict[int, str]]:
+    """rank -> (op id -> pg_name) for point-to-point calls whose group the trace does not name.
+
+    gloo runs send/recv on the calling thread, so only the peer tells: a send to group rank q on
+    group g goes to global rank g[q], which must post a receive from r's rank in g with the same
+    tag and size. Each call takes the group whose reading has such a counterpart (the first in
+    creation order where several do and they name the same peer)."""
+    by_rank = {s.rank: s for s in surveys}
+    offers: dict[tuple, int] = Counter()
+    for s in surveys:
+        for _, kind, peer, tag, size in s.p2p:
+            for name, other in p2p_candidates(s, peer).items():
+                offers[(s.rank, other, name, kind, tag, size)] += 1
+    out: dict[int, dict[int, str]] = {}
+    for s in surveys:
+        placed = out.setdefault(s.rank, {})
+        for op_id, kind, peer, tag, size in s.p2p:
+            cands = p2p_candidates(s, peer)
+            want = "recv" if kind == "send" else "send"
+            fits = [
+                n for n, other in cands.items() if other in by_rank and offers.get((other, s.rank, n, want, tag, size))
+            ]
+            if fits:
+                placed[op_id] = fits[0]
+    return out
 
 
 def _pins(survey: Survey, names: Sequence[str]) -> dict[int, int]:
@@ -312,4 +351,4 @@ def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], 
     return best, ties, not complete
 
 
-__all__ = ["Coll", "Survey", "candidates", "needs_solving", "solve"]
+__all__ = ["Coll", "Survey", "candidates", "needs_solving", "p2p_candidates", "solve", "solve_p2p"]
