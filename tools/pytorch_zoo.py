@@ -29,6 +29,18 @@ Workloads (sizes are small on purpose: the traces go into the repository):
           plus the loss all-reduced on the world group.
   misc    broadcast of the initial weights, barrier, coalesced all-reduce and all-gather
           (`_coalescing_manager`), all_gather_into_tensor, reduce_scatter_tensor, all_to_all.
+
+torch's own parallel libraries (groups made by DeviceMesh; on 4 ranks a (2, 2) mesh, on 8 (2, 4)):
+
+  tpdp    DTensor TP (ColwiseParallel, RowwiseParallel, SequenceParallel) x data parallel.
+  hsdp    FSDP2 `fully_shard` on a (replicate, shard) mesh.
+  fsdptp  torchtitan's 2-D: TP inside, `fully_shard` on the dp dimension.
+  fsdpac  FSDP2 with activation checkpointing (`checkpoint_wrapper`).
+  pipe*   torch.distributed.pipelining: pipegpipe, pipe1f1b (8 microbatches), pipeinterleaved,
+          pipezb (InterleavedZeroBubble), pipezbv (ZBVZeroBubble).
+  collmix the collective mix: gather, scatter, reduce, list all_to_all, batch_isend_irecv, async
+          all-reduces waited late, broadcast_object_list, ...
+  mesh3d  FSDP2 x TP x pipelining on a (2, 2, 2) mesh (8 ranks only).
 """
 
 from __future__ import annotations
@@ -51,6 +63,11 @@ WIDTH = 64
 BATCH = 16
 WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc", "tpdp", "hsdp", "fsdptp", "fsdpac",
              "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d", "collmix")  # fmt: skip
+
+
+def default_workloads(world: int) -> tuple[str, ...]:
+    """What `zoo` records when no workload is named: every one that runs on `world` ranks."""
+    return tuple(w for w in WORKLOADS if w != "mesh3d" or world == 8)
 
 
 def _mlp(depth: int, width: int = WIDTH) -> nn.Sequential:
