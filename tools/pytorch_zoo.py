@@ -559,6 +559,7 @@ PIPE_SCHEDULES = {
     "pipeinterleaved": ("ScheduleInterleaved1F1B", 2, 4),
     "pipezb": ("ScheduleInterleavedZeroBubble", 2, 4),
     "pipezbv": ("ScheduleZBVZeroBubble", 2, 4),
+    "mesh3d": ("Schedule1F1B", 1, 4),
 }
 
 
@@ -627,7 +628,7 @@ def pipezbv(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 
 def mesh3d(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     """FSDP2 x TP x pipelining on a (pp, dp, tp) = (2, 2, 2) mesh: each pipeline stage is a
-    sequence-parallel block, TP on `tp`, `fully_shard` on `dp`, Schedule1F1B on `pp`."""
+    sequence-parallel block, TP on `tp`, `fully_shard` on `dp`, Schedule1F1B on `pp` (4 microbatches)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import parallelize_module
@@ -639,14 +640,15 @@ def mesh3d(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     tp_rank, tp = mesh["tp"].get_local_rank(), mesh["tp"].size()
 
     def stage_module() -> nn.Module:
-        block = parallelize_module(nn.Sequential(_SPBlock(), _SPBlock()), mesh["tp"], _tp_plan(True))
+        block = parallelize_module(nn.Sequential(_SPBlock()), mesh["tp"], {k: v for k, v in _tp_plan(True).items()
+                                                                         if k.startswith("0.")})  # fmt: skip
         fully_shard(block, mesh=mesh["dp"])
         return block
 
-    sched, stages, indices, n_stages = _pipeline_schedule("pipe1f1b", pp_rank, 2, mesh["pp"].get_group(), stage_module)
+    sched, stages, indices, n_stages = _pipeline_schedule("mesh3d", pp_rank, 2, mesh["pp"].get_group(), stage_module)
     opt = torch.optim.SGD([p for s in stages for p in s.submod.parameters()], lr=0.01)
     rows = BATCH // tp
-    x, y = _data(mesh["dp"].get_local_rank(), BATCH * 4)
+    x, y = _data(mesh["dp"].get_local_rank(), BATCH * 4)  # 4 microbatches of BATCH tokens
     part = torch.cat([x[i * BATCH + tp_rank * rows : i * BATCH + (tp_rank + 1) * rows] for i in range(4)])
     target = torch.cat([y[i * BATCH + tp_rank * rows : i * BATCH + (tp_rank + 1) * rows] for i in range(4)])
 
@@ -659,7 +661,7 @@ def mesh3d(rank: int, world: int) -> tuple[Callable[[], None], dict]:
         opt.step()
 
     return step, {"mesh": [2, 2, 2], "mesh_dim_names": ["pp", "dp", "tp"], "schedule": "Schedule1F1B",
-                  "microbatches": PIPE_SCHEDULES["pipe1f1b"][2]}  # fmt: skip
+                  "microbatches": PIPE_SCHEDULES["mesh3d"][2]}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------- recording

@@ -32,6 +32,7 @@ EXPECTED = {
     "hsdp4": {"mesh_shard": {"ALL_GATHER", "REDUCE_SCATTER"}, "mesh_replicate": {"ALL_REDUCE"}},
     "hsdp8": {"mesh_shard": {"ALL_GATHER", "REDUCE_SCATTER"}, "mesh_replicate": {"ALL_REDUCE"}},
     "fsdptp4": {"mesh_tp": {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER"}, "mesh_dp": {"ALL_GATHER", "REDUCE_SCATTER"}},
+    "mesh3d8": {"mesh_tp": {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER"}, "mesh_dp": {"ALL_GATHER", "REDUCE_SCATTER"}},
 }
 
 
@@ -83,6 +84,22 @@ def test_collectives_on_their_mesh_dimension(name, converted, samples_dir):
         assert dict(seen) == EXPECTED[name], (t.rank, dict(seen))
     report = validate_traces(traces, groups=groups)
     assert report.ok, [f.to_json() for f in report.errors[:5]]
+
+
+def test_pipeline_sends_reach_the_pp_neighbour(converted, samples_dir):
+    """FSDP2 x TP x pipelining on a (pp, dp, tp) mesh: a stage sends to group rank 1 of its pp group
+    ([r, r + 4]), i.e. to global rank r + 4, and every send has its receive."""
+    prefix, _ = converted("mesh3d8")
+    traces = read_traces([prefix])
+    pairs: Counter = Counter()
+    for t in traces:
+        for n in t.nodes:
+            if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+                src, dst = get_attr(n, "comm_src"), get_attr(n, "comm_dst")
+                assert {src, dst} == {t.rank % 4, t.rank % 4 + 4}, (t.rank, n.id, src, dst)
+                pairs[(src, dst, n.type == NodeType.COMM_SEND_NODE)] += 1
+    assert pairs and all(pairs[(s, d, True)] == pairs[(s, d, False)] for s, d, _ in pairs), pairs
+    assert {(s, d) for s, d, _ in pairs} == {(r, r + 4) for r in range(4)} | {(r + 4, r) for r in range(4)}
 
 
 @pytest.mark.parametrize("name", ["tpdp4", "hsdp4", "fsdptp4"])
