@@ -62,7 +62,8 @@ from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, sc
 WIDTH = 64
 BATCH = 16
 WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc", "tpdp", "hsdp", "fsdptp", "fsdpac",
-             "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d", "collmix")  # fmt: skip
+             "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d", "collmix",
+             "subgroups")  # fmt: skip
 
 
 def default_workloads(world: int) -> tuple[str, ...]:
@@ -410,6 +411,34 @@ def collmix(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     return step, {"ops": ["all_gather_into_tensor", "reduce_scatter_tensor", "gather", "scatter", "reduce",
                           "all_to_all (list)", "batch_isend_irecv", "async all_reduce x2 waited late",
                           "broadcast_object_list"]}  # fmt: skip
+
+
+def subgroups(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """Groups made every other way: `new_subgroups` (consecutive pairs), `new_subgroups_by_enumeration`
+    (strided pairs), a 2-D DeviceMesh flattened (`mesh["a", "b"]._flatten()`, a group of every rank
+    that is not the default one) and sliced; each used by an all-reduce in the step. (`split_group`
+    is NCCL-only: it refuses gloo.)"""
+    pairs, _ = dist.new_subgroups(group_size=2)
+    strided, _ = dist.new_subgroups_by_enumeration([list(range(s, world, 2)) for s in range(2)])
+    mesh = _mesh_2d(world, ("a", "b"))
+    flat = mesh["a", "b"]._flatten("ab")
+    torch.manual_seed(rank)
+    model = _mlp(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        w1, b1, w2, b2 = (p.grad for p in model.parameters())
+        dist.all_reduce(w1, group=pairs)
+        dist.all_reduce(b1, group=strided)
+        dist.all_reduce(w2, group=flat.get_group())
+        dist.all_reduce(b2, group=mesh["b"].get_group())
+        opt.step()
+
+    return step, {"groups": ["new_subgroups(2)", "new_subgroups_by_enumeration(strided)", "mesh flattened",
+                             "mesh['b']"]}  # fmt: skip
 
 
 def _mesh_2d(world: int, names: tuple[str, str]) -> Any:

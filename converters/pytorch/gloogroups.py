@@ -21,11 +21,12 @@ gloo records no process group on its calls: `c10d::allreduce_` has the group as 
 order) and returns thread -> group for every rank: among the maps that are monotone, keep the
 pins, and give every group the same sequence of (type, size) on all its members, the one whose
 collectives overlap in time best (least time by which some member ended before another
-started), then the one whose groups hold closest to a ProcessGroupGloo's two worker threads each
-(so one group's two threads are not split over two groups, nor three threads put on one), then
-the one using the most groups (a collective of the world group also fits in each subgroup, so
-fewer groups is never evidence), then the later-created groups (a group unused in the traced
-step created before the used ones).
+started), then the one putting no more than a ProcessGroupGloo's two worker threads on a group,
+then the one where fewest groups ran several collectives all on one thread (gloo hands each to
+whichever of the two is free: k on one thread is a (1/2)^(k-1) chance, so one group's two
+threads are not split over two groups), then the one using the most groups (a collective of the
+world group also fits in each subgroup, so fewer groups is never evidence), then the
+later-created groups (a group unused in the traced step created before the used ones).
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ _ALL_NEED_ALL = frozenset(
         CollectiveType.BARRIER,
     }
 )
-#: worker threads of a ProcessGroupGloo (its Options' default): a group is expected to show this many
-#: (fewer where it ran few collectives)
+#: worker threads of a ProcessGroupGloo (its Options' default): a group shows at most this many
 THREADS_PER_GROUP = 2
 #: at most this many whole-job assignments are scored; past it the best found so far is kept
 MAX_ASSIGNMENTS = 20000
@@ -227,7 +227,7 @@ def solve(surveys: Sequence[Survey]) -> tuple[dict[int, dict[int, str]], list[st
             f"its members (ranks {empty[:8]}); each rank placed on its own"
         )
         return {s.rank: _alone(s) for s in surveys}, warnings
-    best, ties, truncated = _search(cands, members)
+    best, ties, truncated = _search(cands, members, by_rank)
     if truncated:
         warnings.append(f"more than {MAX_ASSIGNMENTS} placements of gloo collectives fit; the best of the first kept")
     if ties > 1:
@@ -275,7 +275,7 @@ def _prune(cands: dict, members: dict[str, set[int]]) -> None:
                 changed = True
 
 
-def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], int, bool]:
+def _search(cands: dict, members: dict[str, set[int]], by_rank: dict[int, Survey]) -> tuple[dict[int, int], int, bool]:
     """The best whole-job assignment (rank -> candidate index), how many tie with it, whether the
     enumeration stopped early."""
     ranks = sorted(cands, key=lambda r: (len(cands[r]), r))
@@ -291,12 +291,16 @@ def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], 
         groups_used = 0
         lateness = 0
         spans: dict[str, list[tuple[Coll, ...]]] = {}
-        misfit = 0
+        overfull = lonely = 0
         for rank, idx in chosen.items():
             cand, seqs, _ = cands[rank][idx]
+            s = by_rank[rank]
             counts = Counter(cand)
             groups_used += len(counts)
-            misfit += sum(abs(n - THREADS_PER_GROUP) for n in counts.values())
+            for g, n in counts.items():
+                overfull += max(0, n - THREADS_PER_GROUP)
+                if n == 1:  # all of a group's collectives on one of its threads: (1/2)^(k-1) by chance
+                    lonely += len(seqs[s.groups[g][0]]) - 1
             lateness -= sum(cand)
             for name, seq in seqs.items():
                 if seq:
@@ -311,7 +315,7 @@ def _search(cands: dict, members: dict[str, set[int]]) -> tuple[dict[int, int], 
                 gap = max(c.start for c in colls) - min(c.end for c in colls)  # type: ignore[type-var]
                 if gap > 0:
                     overlap += gap
-        return (overlap, misfit, -groups_used, lateness)
+        return (overlap, overfull, lonely, -groups_used, lateness)
 
     def walk(i: int) -> bool:
         nonlocal best_key, best, ties, seen

@@ -86,6 +86,20 @@ def test_collectives_on_their_mesh_dimension(name, converted, samples_dir):
     assert report.ok, [f.to_json() for f in report.errors[:5]]
 
 
+def test_groups_made_every_other_way(converted):
+    """`new_subgroups` (consecutive pairs), `new_subgroups_by_enumeration` (strided pairs), a mesh
+    flattened over every rank and a mesh slice: the four all-reduces of the step, in issue order,
+    run on groups with exactly those members (groups with the same members are interchangeable)."""
+    prefix, summaries = converted("subgroups4")
+    assert all(s["comm_pg_defaulted"] == 0 for s in summaries)
+    groups = groups_beside([prefix])
+    for t in read_traces([prefix]):
+        colls = sorted((n for n in t.nodes if n.type == NodeType.COMM_COLL_NODE), key=lambda n: n.start_time_micros)
+        members = [sorted(groups.get(str(get_attr(n, "pg_name")), range(4))) for n in colls]
+        pair = [t.rank - t.rank % 2, t.rank - t.rank % 2 + 1]
+        assert members == [pair, [t.rank % 2, t.rank % 2 + 2], [0, 1, 2, 3], pair], (t.rank, members)
+
+
 def test_pipeline_sends_reach_the_pp_neighbour(converted, samples_dir):
     """FSDP2 x TP x pipelining on a (pp, dp, tp) mesh: a stage sends to group rank 1 of its pp group
     ([r, r + 4]), i.e. to global rank r + 4, and every send has its receive."""

@@ -52,6 +52,7 @@ ZOO = {
     "fsdptp4": {"ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "groups"},
     "fsdpac4": {"ALL_GATHER", "REDUCE_SCATTER"},
     "mesh3d8": {"ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "send", "recv", "groups"},
+    "subgroups4": {"ALL_REDUCE", "groups"},
     "pipegpipe4": {"send", "recv"},
     "pipe1f1b4": {"send", "recv"},
     "pipeinterleaved4": {"send", "recv"},
