@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from chakra.converters.pytorch import comms
 from chakra.converters.pytorch.comms import RECV, SEND, CommInfo
-from chakra.converters.pytorch.gloogroups import Coll, Survey, solve
+from chakra.converters.pytorch.gloogroups import Coll, Survey, candidates, solve
 from chakra.converters.pytorch.ops import COMM, CPU, GPU, Op
 from chakra.schema import CollectiveType
 
@@ -287,6 +287,11 @@ def _settle_groups(
         # this rank alone (no job-wide solution): the same rules, without the other ranks' evidence
         solution, stats.group_warnings = solve([stats.survey])
         pool_pg = solution.get(rank, {})
+        if len(candidates(stats.survey)) > 1:
+            stats.group_warnings.append(
+                "gloo collectives placed on process groups from this rank's trace alone (several placements "
+                "fit it): convert every rank of the job together to place them from all ranks"
+            )
     counts: Counter = Counter()
     sizes: Counter = Counter()
     for op in ops.values():

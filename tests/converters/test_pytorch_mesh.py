@@ -176,3 +176,17 @@ def test_overlap_in_time_rules_out_the_world_group(samples_dir):
         descs = _descs(samples_dir / "pytorch" / "tpdp4", s.rank)
         assert Counter(descs[pg] for pg in timed[s.rank].values()).keys() <= {"mesh_dp", "mesh_tp"}
         assert "mesh_dp" in {descs[pg] for pg in timed[s.rank].values()}
+
+
+def test_one_rank_alone_is_placed_with_a_warning(samples_dir, tmp_path):
+    """Converted by itself, an HSDP rank's gloo threads fit several placements: the converter still
+    places them (same rules, no other ranks) and says it did so from one rank."""
+    d = samples_dir / "pytorch" / "hsdp4"
+    (summary,) = convert_files([d / "et.1.json.gz"], [d / "kineto.1.json.gz"], tmp_path / "one")
+    assert summary["comm_pg_defaulted"] == 0 and summary["comm_pg_from_threads"] == 12
+    assert any("this rank's trace alone" in w for w in summary["warnings"]), summary["warnings"]
+    descs = _descs(d, 1)
+    (trace,) = read_traces([tmp_path / "one"])
+    kinds = {(descs[str(get_attr(n, "pg_name"))], n.name) for n in trace.nodes if n.type == NodeType.COMM_COLL_NODE}
+    assert kinds == {("mesh_replicate", "gloo:all_reduce"), ("mesh_shard", "gloo:all_gather"),
+                     ("mesh_shard", "gloo:all_reduce")}  # fmt: skip
