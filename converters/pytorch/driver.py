@@ -65,8 +65,6 @@ class GlooJob:
     #: rank -> point-to-point op id -> pg_name (`gloogroups.solve_p2p`)
     p2p: dict[int, dict[int, str]] = field(default_factory=dict)
     surveys: dict[int, Survey] = field(default_factory=dict)
-    #: what the job-wide placement could not settle (ambiguity, no fit): for each placed rank's summary
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -511,7 +509,7 @@ def convert_files(
                     # gloo collectives some rank could not place alone: place them job-wide, then
                     # convert those ranks again (from the same input bytes, still held here)
                     placed, warnings = solve(surveys)
-                    job = GlooJob(placed=placed, p2p=solve_p2p(surveys), warnings=warnings)
+                    job = GlooJob(placed=placed, p2p=solve_p2p(surveys))
                     again = {i: pool.submit(_convert_one, inputs[i], tmp_paths[i], options, job) for i in deferred}
                     for i, f in again.items():
                         results[i] = f.result()
