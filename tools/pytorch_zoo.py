@@ -29,6 +29,18 @@ Workloads (sizes are small on purpose: the traces go into the repository):
           plus the loss all-reduced on the world group.
   misc    broadcast of the initial weights, barrier, coalesced all-reduce and all-gather
           (`_coalescing_manager`), all_gather_into_tensor, reduce_scatter_tensor, all_to_all.
+
+torch's own parallel libraries (groups made by DeviceMesh; on 4 ranks a (2, 2) mesh, on 8 (2, 4)):
+
+  tpdp    DTensor TP (ColwiseParallel, RowwiseParallel, SequenceParallel) x data parallel.
+  hsdp    FSDP2 `fully_shard` on a (replicate, shard) mesh.
+  fsdptp  torchtitan's 2-D: TP inside, `fully_shard` on the dp dimension.
+  fsdpac  FSDP2 with activation checkpointing (`checkpoint_wrapper`).
+  pipe*   torch.distributed.pipelining: pipegpipe, pipe1f1b (8 microbatches), pipeinterleaved,
+          pipezb (InterleavedZeroBubble), pipezbv (ZBVZeroBubble).
+  collmix the collective mix: gather, scatter, reduce, list all_to_all, batch_isend_irecv, async
+          all-reduces waited late, broadcast_object_list, ...
+  mesh3d  FSDP2 x TP x pipelining on a (2, 2, 2) mesh (8 ranks only).
 """
 
 from __future__ import annotations
@@ -49,7 +61,14 @@ from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, sc
 
 WIDTH = 64
 BATCH = 16
-WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc")
+WORKLOADS = ("ddp", "fsdp", "tp", "pp", "moe", "moeskew", "groups", "misc", "tpdp", "hsdp", "fsdptp", "fsdpac",
+             "pipegpipe", "pipe1f1b", "pipeinterleaved", "pipezb", "pipezbv", "mesh3d", "collmix",
+             "subgroups")  # fmt: skip
+
+
+def default_workloads(world: int) -> tuple[str, ...]:
+    """What `zoo` records when no workload is named: every one that runs on `world` ranks."""
+    return tuple(w for w in WORKLOADS if w != "mesh3d" or world == 8)
 
 
 def _mlp(depth: int, width: int = WIDTH) -> nn.Sequential:
@@ -354,6 +373,324 @@ def misc(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 
     return step, {"ops": ["broadcast", "barrier", "coalesced all_reduce", "all_gather_into_tensor",
                           "reduce_scatter_tensor", "all_to_all_single"]}  # fmt: skip
+
+
+def collmix(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """The collective mix of the issue's run: all_gather_into_tensor, reduce_scatter_tensor, gather,
+    scatter, reduce, list all_to_all, batch_isend_irecv (ring), two async all-reduces waited late,
+    broadcast_object_list."""
+    torch.manual_seed(rank)
+    model = _mlp(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        grads = [p.grad for p in model.parameters()]
+        late = [dist.all_reduce(grads[0], async_op=True), dist.all_reduce(grads[1], async_op=True)]
+        full = torch.empty(world * WIDTH)
+        dist.all_gather_into_tensor(full, grads[3].contiguous())
+        part = torch.empty(WIDTH)
+        dist.reduce_scatter_tensor(part, full)
+        dist.gather(part, [torch.empty(WIDTH) for _ in range(world)] if rank == 0 else None, dst=0)
+        dist.scatter(part, [torch.full((WIDTH,), float(r)) for r in range(world)] if rank == 0 else None, src=0)
+        dist.reduce(part, dst=world - 1)
+        outs = [torch.empty(8) for _ in range(world)]
+        dist.all_to_all(outs, [torch.full((8,), float(rank * world + r)) for r in range(world)])
+        ring = torch.empty(WIDTH)
+        ops = [dist.P2POp(dist.isend, part, (rank + 1) % world), dist.P2POp(dist.irecv, ring, (rank - 1) % world)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        meta = [{"step": 1, "lr": 0.01}] if rank == 0 else [None]
+        dist.broadcast_object_list(meta, src=0)
+        for work in late:  # waited only now
+            work.wait()
+        opt.step()
+
+    return step, {"ops": ["all_gather_into_tensor", "reduce_scatter_tensor", "gather", "scatter", "reduce",
+                          "all_to_all (list)", "batch_isend_irecv", "async all_reduce x2 waited late",
+                          "broadcast_object_list"]}  # fmt: skip
+
+
+def subgroups(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """Groups made every other way: `new_subgroups` (consecutive pairs), `new_subgroups_by_enumeration`
+    (strided pairs), a 2-D DeviceMesh flattened (`mesh["a", "b"]._flatten()`, a group of every rank
+    that is not the default one) and sliced; each used by an all-reduce in the step. (`split_group`
+    is NCCL-only: it refuses gloo.)"""
+    pairs, _ = dist.new_subgroups(group_size=2)
+    strided, _ = dist.new_subgroups_by_enumeration([list(range(s, world, 2)) for s in range(2)])
+    mesh = _mesh_2d(world, ("a", "b"))
+    flat = mesh["a", "b"]._flatten("ab")
+    torch.manual_seed(rank)
+    model = _mlp(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        w1, b1, w2, b2 = (p.grad for p in model.parameters())
+        dist.all_reduce(w1, group=pairs)
+        dist.all_reduce(b1, group=strided)
+        dist.all_reduce(w2, group=flat.get_group())
+        dist.all_reduce(b2, group=mesh["b"].get_group())
+        opt.step()
+
+    return step, {"groups": ["new_subgroups(2)", "new_subgroups_by_enumeration(strided)", "mesh flattened",
+                             "mesh['b']"]}  # fmt: skip
+
+
+def _mesh_2d(world: int, names: tuple[str, str]) -> Any:
+    """A (world / inner) x inner DeviceMesh: inner = 2 on 4 ranks, 4 on 8 (as the issue's runs)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    inner = 2 if world <= 4 else 4
+    return init_device_mesh("cpu", (world // inner, inner), mesh_dim_names=names)
+
+
+class _SPBlock(nn.Module):
+    """A transformer-style MLP block: LayerNorm (sequence parallel), up (column), down (row)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.up = nn.Linear(WIDTH, 2 * WIDTH)
+        self.down = nn.Linear(2 * WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+def _tp_plan(sequence_parallel: bool) -> dict:
+    """Megatron TP of two MLP blocks with DTensor styles; with sequence parallelism the LayerNorm
+    runs on the token shard (all-gather before `up`, reduce-scatter after `down`)."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
+
+    plan: dict = {}
+    for i in range(2):
+        if sequence_parallel:
+            plan[f"{i}.norm"] = SequenceParallel(sequence_dim=0)
+            plan[f"{i}.up"] = ColwiseParallel(input_layouts=Shard(0))
+            plan[f"{i}.down"] = RowwiseParallel(output_layouts=Shard(0))
+        else:
+            plan[f"{i}.up"] = ColwiseParallel()
+            plan[f"{i}.down"] = RowwiseParallel()
+    return plan
+
+
+def tpdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """DTensor TP (Colwise/Rowwise, then a sequence-parallel block) x data parallel on a 2-D mesh,
+    gradients all-reduced by hand on the dp group (the issue's run)."""
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    mesh = _mesh_2d(world, ("dp", "tp"))
+    torch.manual_seed(0)
+    model = parallelize_module(nn.Sequential(_SPBlock(), _SPBlock()), mesh["tp"], _tp_plan(False))
+    sp = parallelize_module(nn.Sequential(_SPBlock(), _SPBlock()), mesh["tp"], _tp_plan(True))
+    opt = torch.optim.SGD([*model.parameters(), *sp.parameters()], lr=0.01)
+    dp_group = mesh["dp"].get_group()
+    x, y = _data(mesh["dp"].get_local_rank())
+    tp_rank, tp = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    rows = BATCH // tp
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        h = model(x)
+        out = sp(h[tp_rank * rows : (tp_rank + 1) * rows])  # the token shard of this TP rank
+        nn.functional.mse_loss(out, y[tp_rank * rows : (tp_rank + 1) * rows]).backward()
+        for p in [*model.parameters(), *sp.parameters()]:
+            g = p.grad
+            dist.all_reduce(g.to_local() if hasattr(g, "to_local") else g, group=dp_group)
+        opt.step()
+
+    return step, {"mesh": list(mesh.shape), "mesh_dim_names": ["dp", "tp"],
+                  "tp_styles": ["ColwiseParallel", "RowwiseParallel", "SequenceParallel"]}  # fmt: skip
+
+
+def hsdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """FSDP2 hybrid sharding: `fully_shard` on a (replicate, shard) mesh: parameters all-gathered
+    and gradients reduce-scattered within a shard group, then all-reduced across replicas."""
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = _mesh_2d(world, ("replicate", "shard"))
+    torch.manual_seed(0)
+    model = _mlp(3)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return step, {"api": "fully_shard(mesh=2-D)", "mesh": list(mesh.shape), "mesh_dim_names": ["replicate", "shard"]}
+
+
+def fsdptp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """torchtitan's 2-D: DTensor TP (sequence parallel) inside, FSDP2 `fully_shard` on the dp mesh."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    mesh = _mesh_2d(world, ("dp", "tp"))
+    torch.manual_seed(0)
+    model = parallelize_module(nn.Sequential(_SPBlock(), _SPBlock()), mesh["tp"], _tp_plan(True))
+    for block in model:
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(mesh["dp"].get_local_rank())
+    tp_rank, tp = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    rows = BATCH // tp
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        part = slice(tp_rank * rows, (tp_rank + 1) * rows)
+        nn.functional.mse_loss(model(x[part]), y[part]).backward()
+        opt.step()
+
+    return step, {"mesh": list(mesh.shape), "mesh_dim_names": ["dp", "tp"], "fsdp": "fully_shard on dp"}
+
+
+def fsdpac(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """FSDP2 with activation checkpointing: each block recomputes its forward in backward, so its
+    parameters are all-gathered a second time there."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[checkpoint_wrapper(_SPBlock()) for _ in range(3)])
+    for block in model:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = _data(rank)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return step, {"api": "fully_shard + checkpoint_wrapper", "blocks": 3}
+
+
+#: zoo name -> (torch.distributed.pipelining schedule, stages per rank, microbatches)
+PIPE_SCHEDULES = {
+    "pipegpipe": ("ScheduleGPipe", 1, 4),
+    "pipe1f1b": ("Schedule1F1B", 1, 8),
+    "pipeinterleaved": ("ScheduleInterleaved1F1B", 2, 4),
+    "pipezb": ("ScheduleInterleavedZeroBubble", 2, 4),
+    "pipezbv": ("ScheduleZBVZeroBubble", 2, 4),
+    "mesh3d": ("Schedule1F1B", 1, 4),
+}
+
+
+def _pipeline_schedule(name: str, rank: int, pp: int, group: Any, stage_module: Callable[[], nn.Module]) -> Any:
+    """The schedule object for this rank's stage(s) of a `pp`-stage-per-loop pipeline on `group`."""
+    import torch.distributed.pipelining as pipelining
+
+    cls_name, per_rank, micro = PIPE_SCHEDULES[name]
+    n_stages = pp * per_rank
+    if name == "pipezbv":  # V shape: rank r holds stages r and 2*pp-1-r
+        indices = [rank, n_stages - 1 - rank]
+    else:  # looped: rank r holds stages r, r+pp, ...
+        indices = [rank + k * pp for k in range(per_rank)]
+    stages = []
+    for idx in indices:
+        torch.manual_seed(idx)
+        stages.append(pipelining.PipelineStage(stage_module(), idx, n_stages, torch.device("cpu"), group=group))
+    cls = getattr(pipelining, cls_name)
+    loss = nn.functional.mse_loss
+    if per_rank == 1:
+        return cls(stages[0], n_microbatches=micro, loss_fn=loss), stages, indices, n_stages
+    return cls(stages, n_microbatches=micro, loss_fn=loss), stages, indices, n_stages
+
+
+def _pipe(name: str, rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    sched, stages, indices, n_stages = _pipeline_schedule(name, rank, world, None, lambda: _mlp(1))
+    params = [p for s in stages for p in s.submod.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01)
+    micro = PIPE_SCHEDULES[name][2]
+    x, y = _data(0, BATCH * micro // 2)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        kwargs: dict = {}
+        args: tuple = ()
+        if 0 in indices:
+            args = (x,)
+        if n_stages - 1 in indices:
+            kwargs["target"] = y
+        sched.step(*args, **kwargs)
+        opt.step()
+
+    cls_name, per_rank, _ = PIPE_SCHEDULES[name]
+    return step, {"schedule": cls_name, "stages": n_stages, "stages_per_rank": per_rank, "microbatches": micro}
+
+
+def pipegpipe(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    return _pipe("pipegpipe", rank, world)
+
+
+def pipe1f1b(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    return _pipe("pipe1f1b", rank, world)
+
+
+def pipeinterleaved(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    return _pipe("pipeinterleaved", rank, world)
+
+
+def pipezb(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    return _pipe("pipezb", rank, world)
+
+
+def pipezbv(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    return _pipe("pipezbv", rank, world)
+
+
+def mesh3d(rank: int, world: int) -> tuple[Callable[[], None], dict]:
+    """FSDP2 x TP x pipelining on a (pp, dp, tp) = (2, 2, 2) mesh: each pipeline stage is a
+    sequence-parallel block, TP on `tp`, `fully_shard` on `dp`, Schedule1F1B on `pp` (4 microbatches)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    if world != 8:
+        raise ValueError("mesh3d runs on 8 ranks (a 2 x 2 x 2 mesh)")
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("pp", "dp", "tp"))
+    pp_rank = mesh["pp"].get_local_rank()
+    tp_rank, tp = mesh["tp"].get_local_rank(), mesh["tp"].size()
+
+    def stage_module() -> nn.Module:
+        block = parallelize_module(nn.Sequential(_SPBlock()), mesh["tp"], {k: v for k, v in _tp_plan(True).items()
+                                                                         if k.startswith("0.")})  # fmt: skip
+        fully_shard(block, mesh=mesh["dp"])
+        return block
+
+    sched, stages, indices, n_stages = _pipeline_schedule("mesh3d", pp_rank, 2, mesh["pp"].get_group(), stage_module)
+    opt = torch.optim.SGD([p for s in stages for p in s.submod.parameters()], lr=0.01)
+    rows = BATCH // tp
+    x, y = _data(mesh["dp"].get_local_rank(), BATCH * 4)  # 4 microbatches of BATCH tokens
+    part = torch.cat([x[i * BATCH + tp_rank * rows : i * BATCH + (tp_rank + 1) * rows] for i in range(4)])
+    target = torch.cat([y[i * BATCH + tp_rank * rows : i * BATCH + (tp_rank + 1) * rows] for i in range(4)])
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        if pp_rank == 0:
+            sched.step(part)
+        else:
+            sched.step(target=target)
+        opt.step()
+
+    return step, {"mesh": [2, 2, 2], "mesh_dim_names": ["pp", "dp", "tp"], "schedule": "Schedule1F1B",
+                  "microbatches": PIPE_SCHEDULES["mesh3d"][2]}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------- recording

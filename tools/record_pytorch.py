@@ -676,7 +676,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     al.add_argument("--max-load", type=float, default=1.0, help="wait for a 1-minute load below this per round")
     sub.add_parser("predict", help="chakra predictions for every OUT/round<k> (needs the chakra package)")
     z = sub.add_parser("zoo", help="small multi-rank traces, one per kind of parallelism -> OUT/<workload><world>/")
-    z.add_argument("workloads", nargs="*", help="ddp fsdp tp pp moe groups misc (default: all)")
+    z.add_argument("workloads", nargs="*", help="any of tools/pytorch_zoo.py WORKLOADS (default: all that fit --world)")
     z.add_argument("--world", type=int, default=4, help="ranks (gloo processes on this machine)")
     z.add_argument("--profile-memory", action="store_true", help="also record the allocator's [memory] events")
     import pytorch_gpu
@@ -696,7 +696,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     elif args.cmd == "zoo":
         import pytorch_zoo
 
-        for w in args.workloads or pytorch_zoo.WORKLOADS:
+        for w in args.workloads or pytorch_zoo.default_workloads(args.world):
             m = pytorch_zoo.record(args.out, w, args.world, _free_port(), profile_memory=args.profile_memory)
             print(f"{m['workload']}: {len(m['files'])} files ({m['seconds']} s)")
     elif args.cmd == "predict":

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from chakra.converters.pytorch import comms
 from chakra.converters.pytorch.comms import RECV, SEND, CommInfo
+from chakra.converters.pytorch.gloogroups import Coll, Survey, candidates, solve
 from chakra.converters.pytorch.ops import COMM, CPU, GPU, Op
 from chakra.schema import CollectiveType
 
@@ -52,13 +53,17 @@ def _keys(op: Op) -> set:
 
 
 class Call:
-    __slots__ = ("op", "info", "executors", "keys")
+    __slots__ = ("op", "info", "executors", "keys", "tensor_done")
 
     def __init__(self, op: Op, info: CommInfo) -> None:
         self.op = op
         self.info = info
         self.executors: list[Op] = []
         self.keys: Optional[set] = None
+        # a gloo executor on the call's own tensor claimed it: a gloo op whose ET parent is this
+        # call but that shares no tensor with it ran another call (gloo ops get the op the main
+        # thread was in as parent, e.g. an async all-reduce still running while later calls run)
+        self.tensor_done = False
 
 
 @dataclass
@@ -72,27 +77,40 @@ class CommStats:
     comm_executors_merged: int = 0
     comm_pg_defaulted: int = 0
     unknown: dict[str, int] = field(default_factory=dict)
-    #: run-loop thread pools of gloo executors; None when the rank has a single process group
-    gloo_thread_pools: Optional[int] = None
+    #: collectives whose group a functional collective (`_c10d_functional::<op>`) names
+    comm_pg_from_functional: int = 0
+    #: gloo collectives placed on their group by the job-wide thread -> group solution (gloogroups)
+    comm_pg_from_threads: int = 0
     #: executors merged into their call's comm node: the caller drops them
     merged: list[Op] = field(default_factory=list, repr=False)
+    #: the rank's gloo threads and groups, for the job-wide solution (gloogroups.Survey)
+    survey: Optional[Survey] = field(default=None, repr=False)
+    #: what placing gloo collectives on groups could not settle (for the summary's warnings)
+    group_warnings: list[str] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The summary keys, in field order; `gloo_thread_pools` first and only when counted."""
-        out: dict[str, Any] = {} if self.gloo_thread_pools is None else {"gloo_thread_pools": self.gloo_thread_pools}
-        out.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in _NOT_SUMMARY)
-        return out
+        """The summary keys, in field order."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SUMMARY}
 
 
-_NOT_SUMMARY = ("gloo_thread_pools", "merged")
+_NOT_SUMMARY = ("merged", "survey", "group_warnings")
 
 
-def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict]) -> CommStats:
+def map_comms(
+    ops: dict[int, Op],
+    rank: int,
+    pgs: list[dict],
+    thread_groups: Optional[dict[int, str]] = None,
+    world: int = 0,
+    p2p_groups: Optional[dict[int, str]] = None,
+) -> CommStats:
     """Mark comm executors (kind COMM, .comm set) and synthesise comm nodes for calls without one.
 
     Five phases: find the calls, find the executors, pair each executor with its call, give every
     call one comm node, then settle process groups and p2p peers. `CommStats.merged` lists the ops
-    merged away (to drop)."""
+    merged away (to drop). `thread_groups` (gloo thread -> pg_name, from `gloogroups.solve` over
+    every rank's `CommStats.survey`) places the gloo collectives no record names a group for, and
+    `p2p_groups` (op id -> pg_name, `gloogroups.solve_p2p`) the point-to-point calls."""
     # Only NCCL kernels are COMM so far; every other op that matters has a comm name prefix.
     # (filtered first, then sorted by id: a big trace has ~100k ops and a handful of comm ones)
     order = sorted((op for op in ops.values() if op.kind == COMM or op.name.startswith(_COMM_PREFIXES)), key=_ID)
@@ -103,15 +121,18 @@ def map_comms(ops: dict[int, Op], rank: int, pgs: list[dict]) -> CommStats:
     batch_kernels = _pair_executors(executors, ops, calls, call_list, unknown)
     split_p2p = _split_batches(batch_kernels, call_list, unknown)
     merged = [k for k in batch_kernels if k.kind == COMM]
+    functional = _functional_groups(call_list, ops)
     synthesized = _place_comm_nodes(call_list, split_p2p, ops, merged)
     stats = CommStats(
         comm_calls=len(call_list),
         comm_synthesized=synthesized,
         p2p_split_from_batches=len(split_p2p),
         comm_executors_merged=len(merged),
+        comm_pg_from_functional=functional,
         merged=merged,
     )
-    _settle_groups(ops, rank, pgs, stats)
+    stats.survey = _survey(ops, rank, pgs, world, merged)
+    _settle_groups(ops, rank, pgs, stats, thread_groups, p2p_groups or {})
     stats.unknown = dict(unknown)
     return stats
 
@@ -247,14 +268,30 @@ def _merge_executors(call: Call) -> list[Op]:
     return exs[1:]
 
 
-def _settle_groups(ops: dict[int, Op], rank: int, pgs: list[dict], stats: CommStats) -> None:
-    """Phase 5: a process group for every comm node (gloo's from its thread pool, else the
+def _settle_groups(
+    ops: dict[int, Op],
+    rank: int,
+    pgs: list[dict],
+    stats: CommStats,
+    thread_groups: Optional[dict[int, str]],
+    p2p_groups: dict[int, str],
+) -> None:
+    """Phase 5: a process group for every comm node (a gloo collective's from its thread, else the
     default), p2p source/destination ranks, and per-collective counts and bytes."""
     default_pg = str(pgs[0].get("pg_name", "0")) if len(pgs) == 1 else "0"
     pg_ranks = {str(g.get("pg_name")): list(g.get("ranks") or []) for g in pgs}
     pool_pg: dict = {}
-    if len(pgs) > 1:
-        stats.gloo_thread_pools, pool_pg = _gloo_pools(ops, pgs)
+    if thread_groups is not None:
+        pool_pg = thread_groups
+    elif len(pgs) > 1 and stats.survey is not None and stats.survey.threads:
+        # this rank alone (no job-wide solution): the same rules, without the other ranks' evidence
+        solution, stats.group_warnings = solve([stats.survey])
+        pool_pg = solution.get(rank, {})
+        if len(candidates(stats.survey)) > 1:
+            stats.group_warnings.append(
+                "gloo collectives placed on process groups from this rank's trace alone (several placements "
+                "fit it): convert every rank of the job together to place them from all ranks"
+            )
     counts: Counter = Counter()
     sizes: Counter = Counter()
     for op in ops.values():
@@ -262,8 +299,12 @@ def _settle_groups(ops: dict[int, Op], rank: int, pgs: list[dict], stats: CommSt
         if op.kind != COMM or info is None:
             continue
         if not info.pg_name:
-            info.pg_name = pool_pg.get(op.thread, default_pg)
-            stats.comm_pg_defaulted += op.thread not in pool_pg
+            placed = p2p_groups.get(op.id) if info.coll in (SEND, RECV) else pool_pg.get(op.thread)
+            info.pg_name = placed or default_pg
+            if placed is None:
+                stats.comm_pg_defaulted += 1
+            else:
+                stats.comm_pg_from_threads += 1
         label = info.coll if isinstance(info.coll, str) else CollectiveType(info.coll).name
         counts[label] += 1
         sizes[label] += info.size
@@ -275,26 +316,74 @@ def _settle_groups(ops: dict[int, Op], rank: int, pgs: list[dict], stats: CommSt
     stats.collectives = {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)}
 
 
-def _gloo_pools(ops: dict[int, Op], pgs: list[dict]) -> tuple[int, dict]:
-    """How many gloo run-loop thread pools, and Kineto thread -> pg_name of gloo executors.
+#: the op namespaces of functional collectives (DTensor, DeviceMesh, torch.compile): their last
+#: string argument is the group's name (`all_reduce(Tensor, str reduce_op, str group_name)`)
+_FUNCTIONAL = ("_c10d_functional::", "c10d_functional::", "_c10d_functional_autograd::")
 
-    gloo records no process group on its calls, but every ProcessGroupGloo runs its collectives
-    on a pool of its own run-loop threads, created together (consecutive thread ids) when the group
-    is, in the order the rank lists its groups (`process_group:init` / distributedInfo). When the
-    pools seen are exactly as many as the rank's groups, the k-th pool is the k-th group; else
-    nothing is guessed (every collective stays on the default group, counted as defaulted).
-    """
-    threads = sorted({op.thread for op in ops.values() if op.kind == COMM and op.name.startswith("gloo:")
-                      and isinstance(op.thread, int)})  # fmt: skip
-    pools: list[list[int]] = []
-    for tid in threads:
-        if pools and tid - pools[-1][-1] == 1:
-            pools[-1].append(tid)
-        else:
-            pools.append([tid])
-    if len(pools) != len(pgs):
-        return len(pools), {}
-    return len(pools), {tid: str(g.get("pg_name")) for pool, g in zip(pools, pgs) for tid in pool}
+
+def _functional_groups(call_list: list[Call], ops: dict[int, Op]) -> int:
+    """Give a call issued by a functional collective that collective's group; returns how many."""
+    found = 0
+    for call in call_list:
+        if call.info.pg_name:
+            continue
+        parent = ops.get(call.op.parent)
+        for _ in range(3):  # the functional op is the call's parent (or a wrapper or two above)
+            if parent is None or parent.kind != CPU:
+                break
+            if parent.name.startswith(_FUNCTIONAL):
+                name = _group_name_arg(parent)
+                if name:
+                    call.info.pg_name = name
+                    found += 1
+                break
+            parent = ops.get(parent.parent) if parent.parent != parent.id else None
+    return found
+
+
+def _group_name_arg(op: Op) -> str:
+    if not op.inputs:
+        return ""
+    values, _, types = op.inputs
+    for v, t in zip(reversed(values), reversed(types)):
+        if t == "String" and isinstance(v, str):
+            return v
+    return ""
+
+
+def _survey(ops: dict[int, Op], rank: int, pgs: list[dict], world: int, merged: list[Op]) -> Optional[Survey]:
+    """The rank's gloo threads with their collectives (issue order, type, size, span, named group)
+    and its groups in creation order; None when gloo ran nothing on threads of its own."""
+    gone = {m.id for m in merged}
+    threads: dict[int, list[Coll]] = {}
+    p2p: list[tuple[int, str, int, int, int]] = []
+    for op in ops.values():
+        info = op.comm
+        if (
+            op.kind == COMM
+            and info is not None
+            and info.coll in (SEND, RECV)
+            and not info.pg_name
+            and op.id not in gone
+        ):
+            p2p.append((op.id, info.coll, info.peer, info.tag, info.size))
+            continue
+        if op.kind != COMM or info is None or not op.name.startswith("gloo:") or op.id in gone:
+            continue
+        if not isinstance(op.thread, int) or info.coll in (SEND, RECV) or isinstance(info.coll, str):
+            continue
+        order = op.launcher.id if op.launcher is not None else op.id
+        size = -1 if info.coll == CollectiveType.ALL_TO_ALL else info.size
+        threads.setdefault(op.thread, []).append(Coll(order, int(info.coll), size, op.ts, op.end, info.pg_name))
+    groups = []
+    for g in pgs:
+        ranks = g.get("ranks") or []
+        if not ranks:
+            ranks = list(range(world or int(g.get("group_size") or g.get("pg_size") or 0)))
+        groups.append((str(g.get("pg_name")), tuple(int(r) for r in ranks)))
+    if not groups:
+        return None
+    return Survey(rank, groups, threads, sorted(p2p))
 
 
 def _split_batches(kernels: list[Op], call_list: list[Call], unknown: Counter) -> dict:
@@ -372,10 +461,11 @@ def _find_call(ex: Op, ops: dict[int, Op], calls: dict[int, Call], call_list: li
     # 1. Through the tree: the kernel's launcher, or the nccl:/gloo: op's ET parent.
     start = ex.launcher.id if ex.launcher is not None else ex.parent
     if start in calls:
-        return calls[start]
-    if start in ops:
+        if not (gloo and calls[start].tensor_done):
+            return calls[start]
+    elif start in ops:
         anc = _call_ancestor(ops[start], ops, calls)
-        if anc is not None and _compatible(ex, anc):
+        if anc is not None and _compatible(ex, anc) and not (gloo and anc.tensor_done):
             return anc
     if not gloo:
         return None
@@ -406,7 +496,10 @@ def _call_by_tensor(ex: Op, call_list: list[Call]) -> Optional[Call]:
             latest = latest or call
             if not call.executors:
                 unclaimed = call
-    return unclaimed or latest
+    found = unclaimed or latest
+    if found is not None:
+        found.tensor_done = True
+    return found
 
 
 def _compatible(ex: Op, call: Call) -> bool:

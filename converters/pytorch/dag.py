@@ -345,7 +345,36 @@ class Builder:
                     # one keeps only its time after the previous ended, so a replay of recorded
                     # durations still ends it when it ended.
                     it.wait_from = max(it.wait_from or 0, min(prev.end, it.end))
+        if len(by_pg) > 1 and self.timed:
+            added += self._order_across_groups([c for colls in by_pg.values() for c in colls])
         self.stats["collective_order_edges"] = added
+
+    def _order_across_groups(self, colls: list[tuple[int, int, Item]]) -> int:
+        """A collective also follows every collective of another group that ended before it started.
+
+        Replays that run one collective at a time per rank (ASTRA-sim; `chakra simulate` by default)
+        otherwise issue whichever is ready first: with a modelled network a rank could start its
+        data-parallel reduce-scatter before the tensor-parallel all-reduce it issued earlier, while
+        its TP peer waits in that all-reduce, and so round the mesh (a deadlock the recording never
+        had). Collectives that ran at once keep their overlap (no edge), and no edge changes a
+        recorded time: each points from an end to a later start. Returns the edges added."""
+        colls = sorted(colls, key=lambda c: (c[0], c[1]))
+        frontier: list[Item] = []  # collectives no later one follows yet
+        added = 0
+        for _, _, it in colls:
+            if it.start is None:
+                continue
+            keep = []
+            for prev in frontier:
+                if prev.end is not None and prev.end <= it.start:
+                    if prev.id not in it.ctrl:
+                        self._ctrl(it, prev)
+                        added += 1
+                else:
+                    keep.append(prev)
+            keep.append(it)
+            frontier = keep
+        return added
 
     def _wait(self, ex: Item, launch: Item, op: Op) -> None:
         """The host segment blocked until this executor finished depends on it."""

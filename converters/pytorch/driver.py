@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
@@ -30,6 +30,7 @@ from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
 from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
 from chakra.converters.pytorch.et import ETFile, load_et, read_input_bytes, sniff_et_head
 from chakra.converters.pytorch.etplus import is_etplus, load_etplus
+from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve, solve_p2p
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
 from chakra.errors import ChakraError, InputError, TraceFormatError
@@ -51,6 +52,22 @@ class Options:
 
 
 @dataclass
+class GlooJob:
+    """The job-wide side of placing gloo collectives on process groups (gloogroups).
+
+    A first pass converts each rank with `defer`: a rank whose gloo threads its own trace cannot
+    place stops after mapping its collectives and leaves its `Survey` in `surveys`; the others are
+    converted as usual (their surveys too). `gloogroups.solve` over every survey gives `placed`
+    (rank -> gloo thread -> pg_name), and the deferred ranks are converted again with it."""
+
+    defer: bool = False
+    placed: dict[int, dict[int, str]] = field(default_factory=dict)
+    #: rank -> point-to-point op id -> pg_name (`gloogroups.solve_p2p`)
+    p2p: dict[int, dict[int, str]] = field(default_factory=dict)
+    surveys: dict[int, Survey] = field(default_factory=dict)
+
+
+@dataclass
 class RankInput:
     rank: int
     et: Optional[str] = None  # path (or "archive:member") of the ET document
@@ -66,6 +83,7 @@ def convert_rank(
     options: Optional[Options] = None,
     writer: Optional[TraceWriter] = None,
     release: bool = False,
+    job: Optional[GlooJob] = None,
 ) -> tuple[Trace, dict[str, Any]]:
     """Convert one rank (ET and/or Kineto already loaded) into a Trace and its summary.
 
@@ -73,12 +91,13 @@ def convert_rank(
     (bounded memory for big traces). `release` empties `kf`'s event lists once they are read (the
     caller is done with them), so their memory is reused for the graph. The cyclic GC is paused
     meanwhile: the parsed JSON is millions of live objects, and every generation-2 pass would walk
-    them all for nothing.
+    them all for nothing. `job` carries the job-wide placement of gloo collectives on process
+    groups (see `GlooJob`); without it a rank's gloo threads are placed from its own trace.
     """
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return _convert_rank(et, kf, rank, options or Options(), writer, release)
+        return _convert_rank(et, kf, rank, options or Options(), writer, release, job)
     finally:
         if gc_was:
             gc.enable()
@@ -91,6 +110,7 @@ def _convert_rank(
     options: Options,
     writer: Optional[TraceWriter],
     release: bool,
+    job: Optional[GlooJob] = None,
 ) -> tuple[Trace, dict[str, Any]]:
     t0 = time.perf_counter()
     stats: dict[str, Any] = {"rank": rank, "warnings": []}
@@ -122,7 +142,14 @@ def _convert_rank(
         for op in et.pg_init:  # nothing depends on it (the builder emits it on its own)
             ops.pop(op.id, None)
         dropped["process_group:init METADATA node (--metadata-node keeps it)"] += len(et.pg_init)
-    comm_stats = map_comms(ops, rank, pgs)
+    world = int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs))
+    thread_groups = job.placed.get(rank) if job is not None else None
+    comm_stats = map_comms(ops, rank, pgs, thread_groups, world, job.p2p.get(rank) if job is not None else None)
+    if job is not None and comm_stats.survey is not None:
+        job.surveys[rank] = comm_stats.survey
+        if job.defer and thread_groups is None and needs_solving(comm_stats.survey):
+            return Trace(metadata=pb.GlobalMetadata(), nodes=[], rank=rank), {"rank": rank, "deferred": True}
+    stats["warnings"].extend(comm_stats.group_warnings)
     stats.update(comm_stats.as_dict())
     merged = comm_stats.merged
     for m in merged:
@@ -147,7 +174,6 @@ def _convert_rank(
             seg.wait_from = seg.start
         stats["warnings"].append("wait/sync edges removed: they formed a dependency cycle")
         items = ordered(items)
-    world = int((kf.distributed.get("world_size") if kf is not None else 0) or _world_from_pgs(pgs))
     md = make_metadata(
         source="chakra.converters.pytorch",
         rank=rank,
@@ -364,8 +390,12 @@ def _assign_ranks(names: list[str], known: Optional[list[Optional[int]]]) -> lis
     return ranks  # type: ignore[return-value]
 
 
-def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, Any]:
-    """Worker: convert one rank and write it to `out_path` (atomic). Returns the summary or an error."""
+def _convert_one(ri: RankInput, out_path: str, options: Options, job: Optional[GlooJob] = None) -> dict[str, Any]:
+    """Worker: convert one rank and write it to `out_path` (atomic). Returns the summary or an error.
+
+    With `job` (several ranks), the summary also holds `gloo_survey` (the rank's gloo threads, see
+    `GlooJob`) and, for a rank deferred until the job-wide placement is known, `deferred` (nothing
+    written)."""
     try:
         gc_was = gc.isenabled()
         gc.disable()  # see convert_rank
@@ -383,11 +413,21 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
                 ri.et_raw = None
                 kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
-            with TraceWriter(out_path) as w:
-                _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True)
+            w = TraceWriter(out_path)
+            try:
+                _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
+            except BaseException:
+                w.abort()
+                raise
+            if stats.get("deferred"):
+                w.abort()
+            else:
+                w.close()
         finally:
             if gc_was:
                 gc.enable()
+        if job is not None and ri.rank in job.surveys:
+            stats["gloo_survey"] = job.surveys[ri.rank].as_tuple()
         stats["output"] = out_path
         return stats
     except ChakraError as exc:
@@ -460,8 +500,22 @@ def convert_files(
             # Workers die with this process: a SIGKILLed convert leaves no pool behind.
             pool_of = ProcessPoolExecutor(max(1, workers), initializer=pool_worker_init, initargs=(os.getpid(),))
             with pool_of as pool:
-                futures = [pool.submit(_convert_one, ri, p, options) for ri, p in zip(inputs, tmp_paths)]
+                first = GlooJob(defer=True)
+                futures = [pool.submit(_convert_one, ri, p, options, first) for ri, p in zip(inputs, tmp_paths)]
                 results = [f.result() for f in futures]
+                surveys = [Survey.from_tuple(r.pop("gloo_survey")) for r in results if "gloo_survey" in r]
+                deferred = [i for i, r in enumerate(results) if r.get("deferred")]
+                if deferred and not any("error" in r for r in results):
+                    # gloo collectives some rank could not place alone: place them job-wide, then
+                    # convert those ranks again (from the same input bytes, still held here)
+                    placed, warnings = solve(surveys)
+                    job = GlooJob(placed=placed, p2p=solve_p2p(surveys))
+                    again = {i: pool.submit(_convert_one, inputs[i], tmp_paths[i], options, job) for i in deferred}
+                    for i, f in again.items():
+                        results[i] = f.result()
+                        results[i].pop("gloo_survey", None)
+                        if "error" not in results[i]:
+                            results[i]["warnings"].extend(warnings)
         # A worker names the temporary file it wrote; the user knows only the output.
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:

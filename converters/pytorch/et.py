@@ -205,8 +205,9 @@ def _build(
     )
 
 
-#: ops whose parsed inputs/outputs later steps read (comm metadata, tensor matching, process groups)
-_KEEP_PARSED = ("c10d::", "gloo:", "nccl:", "record_param_comms", "##")
+#: ops whose parsed inputs/outputs later steps read (comm metadata, tensor matching, process groups,
+#: the group name a functional collective passes)
+_KEEP_PARSED = ("c10d::", "gloo:", "nccl:", "record_param_comms", "##", "_c10d_functional", "c10d_functional")
 
 
 def _finish(op: Op, ins: Optional[tuple], outs: Optional[tuple], keep_io: bool) -> None:
