@@ -201,16 +201,25 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
 MISSING_DEPS = ("error", "drop")
 
 
-def load_table(source: Any, names: bool, missing_deps: str = "error", memo: Optional[dict] = None) -> Any:
+def load_table(
+    source: Any,
+    names: bool,
+    missing_deps: str = "error",
+    memo: Optional[dict] = None,
+    messages: Optional[list[bytes]] = None,
+) -> Any:
     """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
-    option that accepts it); "drop" ignores such edges, as traces from the official converter need."""
-    from chakra.feeder.table import table_from_et, table_from_nodes
+    option that accepts it); "drop" ignores such edges, as traces from the official converter need.
+    `messages`: the file's framed messages, already read (`chakra.sim.twins.file_messages`)."""
+    from chakra.feeder.table import table_from_et, table_from_messages, table_from_nodes
 
     if missing_deps not in MISSING_DEPS:
         raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
     try:
+        if messages is not None:
+            return table_from_messages(source, messages, names=names, missing_deps=missing_deps, memo=memo)[1]
         if isinstance(source, Trace):
             return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
         if is_json_file(source):
@@ -223,11 +232,16 @@ def load_table(source: Any, names: bool, missing_deps: str = "error", memo: Opti
 
 
 def _load_table_checked(
-    source: Any, names: bool, missing_deps: str, warnings: list[str], memo: Optional[dict] = None
+    source: Any,
+    names: bool,
+    missing_deps: str,
+    warnings: list[str],
+    memo: Optional[dict] = None,
+    messages: Optional[list[bytes]] = None,
 ) -> Any:
     """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
     ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-    table = load_table(source, names, missing_deps, memo)
+    table = load_table(source, names, missing_deps, memo, messages)
     if table.dropped_deps:
         where = table.path if table.path is not None else "<trace>"
         warnings.append(
@@ -410,7 +424,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     rank files (SPMD traces) are indexed once and share the compiled read-only arrays; files that
     differ from an earlier one in a few communication attributes only share them too, with their
     own communication rows (`chakra.sim.twins`)."""
-    from chakra.sim.twins import Twins, file_digest, node_messages
+    from chakra.sim.twins import Twins, file_digest, file_messages
     from chakra.sim.twins import digest as nodes_digest
 
     caps = setup.caps
@@ -421,7 +435,8 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
     names = opts.log_path is not None
     for rank, src in setup.sources:
-        framed = node_messages(src) if not isinstance(src, Trace) else None
+        messages = file_messages(src) if not isinstance(src, Trace) else None
+        framed = messages[1:] if messages is not None else None  # the nodes
         engine = twins.derive(rank, src, framed) if framed is not None else None
         digest = None
         if engine is None and not isinstance(src, Trace):
@@ -430,7 +445,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
             if first is not None and first.shareable:
                 engine = first.for_rank(rank, str(src))
         if engine is None:
-            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo)
+            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo, messages)
             for text in table.metadata_inputs:
                 setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
             engine = RankEngine(

@@ -40,6 +40,12 @@ WHOLE_FILE_BYTES = 32 << 20  # larger rank files are hashed in blocks, never hel
 def node_messages(path: Path) -> Optional[list[bytes]]:
     """The framed Node messages of a plain `.et` file of at most `WHOLE_FILE_BYTES` whose first
     message is a GlobalMetadata; None for anything else (larger, compressed, JSON, damaged)."""
+    got = file_messages(path)
+    return None if got is None else got[1:]
+
+
+def file_messages(path: Path) -> Optional[list[bytes]]:
+    """`node_messages` with the GlobalMetadata message first (what `table_from_messages` reads)."""
     with input_file_errors(path):
         fd = os.open(path, os.O_RDONLY)  # no buffered file object: a thousand small files add up
         try:
@@ -61,7 +67,7 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
         return None
     if not framed or not _is_metadata(framed[0]):
         return None
-    return framed[1:]
+    return framed
 
 
 def _plain(head: bytes) -> bool:

@@ -168,3 +168,44 @@ def test_distinct_ranks_of_a_recorded_run_finish_where_the_real_astrasim_does(tm
     assert {r: v.finish_ns for r, v in ours.ranks.items()} == astra
     assert len(set(astra.values())) > 1  # the ranks really differ
     assert ours.settings["fold"] is None
+
+
+def test_work_read_from_the_bytes_equals_the_decoded_attributes(tmp_path):
+    """Compute nodes whose num_ops and tensor_size are zero (int64 or uint64 arm, as converters
+    write kernels of unknown work) are indexed from their bytes without decoding; the columns must
+    be those of the decoded nodes, also where a string holds the very bytes of such attributes and
+    the node's real num_ops is not zero, or where a string says num_ops and no attribute does."""
+    from chakra.feeder.table import table_from_messages, table_from_nodes
+    from chakra.io import write_trace
+    from chakra.schema import NodeType
+    from chakra.schema.attrs import make_attr
+    from chakra.sim.twins import file_messages
+    from chakra.trace import Trace, make_node
+
+    tail = b"R\x0b\n\x07num_opsH\x00R\x0f\n\x0btensor_sizeh\x00".decode("latin-1")
+    nodes = []
+    for i in range(300):
+        n = make_node(i + 1, f"k{i}", NodeType.COMP_NODE, duration_micros=i % 7, data_deps=[i] if i else [])
+        kind = i % 6
+        arms = ("int64_val", "uint64_val")
+        if kind in (0, 1, 2):  # zero work, in either arm
+            n.attr.extend([make_attr("is_cpu_op", kind == 2), make_attr("num_ops", 0, arms[kind % 2]),
+                           make_attr("tensor_size", 0, arms[(kind + 1) % 2])])  # fmt: skip
+        elif kind == 3:  # real work
+            n.attr.extend([make_attr("is_cpu_op", False), make_attr("num_ops", 1000 + i),
+                           make_attr("tensor_size", 64 + i)])  # fmt: skip
+        elif kind == 4:  # real work, and a last attribute ending in the zero attributes' bytes
+            n.attr.extend([make_attr("num_ops", 7 + i), make_attr("tensor_size", 3),
+                           make_attr("note", "x" + tail, "string_val")])  # fmt: skip
+        else:  # no work attribute, and a last attribute ending in their bytes
+            n.attr.extend([make_attr("note", tail, "string_val")])
+        nodes.append(n)
+    t = Trace(rank=0)
+    t.nodes = nodes
+    path = tmp_path / "t.0.et"
+    write_trace(path, t)
+    decoded = table_from_nodes(nodes)
+    for table in (table_from_et(path)[1], table_from_messages(path, file_messages(path))[1]):
+        for col in ("ids", "types", "dur_us", "is_cpu", "num_ops", "tensor_size", "child_ptr", "child_idx"):
+            assert np.array_equal(getattr(table, col), getattr(decoded, col)), col
+    assert decoded.num_ops.any() and decoded.is_cpu.any()
