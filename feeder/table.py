@@ -223,11 +223,23 @@ class _Builder:
         tsize = [0] * k
         sparse = self.sparse
         rows: Any = range(k)
-        if blob is not None and _no_work(blob) and blob.count(b"is_cpu_op") == blob.count(_CPU_FALSE):
-            # Every is_cpu_op in the batch is a conventional `false` and every num_ops and
-            # tensor_size a zero: compute nodes need no attribute decoding at all; only the other
-            # node types are looked at.
-            rows = [j for j, t in enumerate(types) if t != 4]
+        if blob is not None and framed is not None and blob.count(b"is_cpu_op") == blob.count(_CPU_FALSE):
+            # Every is_cpu_op in the batch is a conventional `false`: a compute node needs no
+            # attribute decoding unless its num_ops or tensor_size may be other than zero (read
+            # from its bytes as in `_cpu_flag_from_bytes`); the other node types are looked at.
+            if _no_work(blob):
+                rows = [j for j, t in enumerate(types) if t != 4]
+            else:
+                tails = _ZERO_WORK_TAILS
+                rows = [
+                    j
+                    for j, t in enumerate(types)
+                    if t != 4
+                    or not (
+                        ((f := framed[j]).endswith(tails) and f.count(b"num_ops") == 1 and f.count(b"tensor_size") == 1)
+                        or (b"num_ops" not in f and b"tensor_size" not in f)
+                    )
+                ]
         memo = self.memo if framed is not None else None
         if memo is not None and len(memo) > MEMO_LIMIT:
             memo.clear()
