@@ -154,8 +154,13 @@ def run_command(case: tuple[Path, Path, Path, Path], timeout: float) -> dict:
     got = run_timed(cmd, prefix.parent, timeout)
     if "error" in got:
         return got
+    # stdout and stderr arrive together (warnings on stderr): the JSON object is the lines from
+    # the first "{" to the last "}"
+    lines = (prefix.parent / "astra.out").read_text().splitlines()
     try:
-        out = json.loads((prefix.parent / "astra.out").read_text())
+        first = lines.index("{")
+        last = len(lines) - 1 - lines[::-1].index("}")
+        out = json.loads("\n".join(lines[first : last + 1]))
     except ValueError:
         return {"error": "no JSON"}
     got["finish"] = {int(r): v["finish_ns"] for r, v in out["ranks"].items()}
