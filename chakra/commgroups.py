@@ -175,8 +175,9 @@ def parse_pg_list(text: str) -> dict[str, list[int]]:
 def metadata_groups(nodes: Iterable[pb.Node]) -> dict[str, list[int]]:
     """Process groups from every METADATA node of one rank's nodes."""
     groups: dict[str, list[int]] = {}
+    metadata = int(NodeType.METADATA_NODE)  # a plain int: this scans every node
     for n in nodes:
-        if n.type == NodeType.METADATA_NODE and n.inputs.values:
+        if n.type == metadata and n.inputs.values:
             groups.update(parse_pg_list(n.inputs.values))
     return groups
 

@@ -44,6 +44,14 @@ _GET_DEPS = attrgetter("id", "type", "data_deps", "ctrl_deps")
 # `is_cpu_op` in its conventional bool_val arm, as serialized: name (field 1), bool_val (field 27).
 _CPU_TRUE = b"\n\tis_cpu_op\xd8\x01\x01"
 _CPU_FALSE = b"\n\tis_cpu_op\xd8\x01\x00"
+# A zero `num_ops` / `tensor_size` as whole attributes (Node field 10, its length, the name, then
+# int64_val 0 or uint64_val 0 and nothing else): what converters write for a kernel of unknown work.
+_ZERO_WORK = {
+    b"num_ops": (b"R\x0b\n\x07num_opsH\x00", b"R\x0b\n\x07num_opsh\x00"),
+    b"tensor_size": (b"R\x0f\n\x0btensor_sizeH\x00", b"R\x0f\n\x0btensor_sizeh\x00"),
+}
+# a node's bytes ending in both (its last attributes, as the exporter writes compute nodes)
+_ZERO_WORK_TAILS = tuple(a + b for a in _ZERO_WORK[b"num_ops"] for b in _ZERO_WORK[b"tensor_size"])
 
 
 @dataclass
@@ -86,10 +94,28 @@ class NodeTable:
         return -1
 
 
+def _no_work(raw: bytes) -> bool:
+    """Whether every `num_ops` and `tensor_size` in these bytes is a whole zero attribute (or there
+    is none): each occurrence of the name must lie in one of the patterns, which hold it once, so
+    equal counts leave no other place for it; the pattern's leading tag and one-byte length pin it
+    to an attribute of exactly that name and value."""
+    for name, patterns in _ZERO_WORK.items():
+        c = raw.count(name)
+        if c and c != sum(map(raw.count, patterns)):
+            return False
+    return True
+
+
 def _cpu_flag_from_bytes(raw: bytes) -> Optional[int]:
-    """is_cpu_op of a compute node read from its serialized bytes, when they settle it (no
-    num_ops/tensor_size, at most one conventional is_cpu_op): 1, 0, or None to decode it."""
-    if b"num_ops" in raw or b"tensor_size" in raw:
+    """is_cpu_op of a compute node read from its serialized bytes, when they settle it (num_ops
+    and tensor_size absent or zero, at most one conventional is_cpu_op): 1, 0, or None to decode it.
+
+    Zero work is read from the node's last bytes: with each name once in the node, a real
+    attribute of that name can only be the one in the tail (see `_no_work`), and a name that is
+    no attribute's leaves the value at its default, zero."""
+    if (b"num_ops" in raw or b"tensor_size" in raw) and not (
+        raw.endswith(_ZERO_WORK_TAILS) and raw.count(b"num_ops") == 1 and raw.count(b"tensor_size") == 1
+    ):
         return None
     c = raw.count(b"is_cpu_op")
     if c == 0:
@@ -197,15 +223,23 @@ class _Builder:
         tsize = [0] * k
         sparse = self.sparse
         rows: Any = range(k)
-        if (
-            blob is not None
-            and b"num_ops" not in blob
-            and b"tensor_size" not in blob
-            and blob.count(b"is_cpu_op") == blob.count(_CPU_FALSE)
-        ):
-            # Every is_cpu_op in the batch is a conventional `false`: compute nodes need no
-            # attribute decoding at all; only the other node types are looked at.
-            rows = [j for j, t in enumerate(types) if t != 4]
+        if blob is not None and framed is not None and blob.count(b"is_cpu_op") == blob.count(_CPU_FALSE):
+            # Every is_cpu_op in the batch is a conventional `false`: a compute node needs no
+            # attribute decoding unless its num_ops or tensor_size may be other than zero (read
+            # from its bytes as in `_cpu_flag_from_bytes`); the other node types are looked at.
+            if _no_work(blob):
+                rows = [j for j, t in enumerate(types) if t != 4]
+            else:
+                tails = _ZERO_WORK_TAILS
+                rows = [
+                    j
+                    for j, t in enumerate(types)
+                    if t != 4
+                    or not (
+                        ((f := framed[j]).endswith(tails) and f.count(b"num_ops") == 1 and f.count(b"tensor_size") == 1)
+                        or (b"num_ops" not in f and b"tensor_size" not in f)
+                    )
+                ]
         memo = self.memo if framed is not None else None
         if memo is not None and len(memo) > MEMO_LIMIT:
             memo.clear()
@@ -427,17 +461,43 @@ def table_from_et(
         return _table_from_stream(source or path, stream, attrs, names, missing_deps, memo)
 
 
+def table_from_messages(
+    path: Path, messages: list[bytes], *, names: bool = False, missing_deps: str = "error", memo: Optional[dict] = None
+) -> tuple[pb.GlobalMetadata, NodeTable]:
+    """`table_from_et` (the simulator's columns) of a plain `.et` file already read and framed
+    into its messages, GlobalMetadata first (`chakra.sim.twins.file_messages`): the bytes are not
+    read or framed a second time."""
+    return _table_from_batches(path, _message_batches(messages), True, names, missing_deps, memo)
+
+
+def _message_batches(messages: list[bytes]) -> Any:
+    """(index, offset, messages) runs of 1,024, as `iter_payload_batches` yields them."""
+    offset = 0
+    for i in range(0, len(messages), 1024):
+        batch = messages[i : i + 1024]
+        yield i, offset, batch
+        offset += sum(map(len, batch))
+
+
 def _table_from_stream(
     path: Path, stream: Any, attrs: bool, names: bool, missing_deps: str, memo: Optional[dict] = None
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
-    from chakra.io import NodeBatch, _prefix_size, iter_payload_batches
+    from chakra.io import iter_payload_batches
+
+    return _table_from_batches(path, iter_payload_batches(path, stream), attrs, names, missing_deps, memo)
+
+
+def _table_from_batches(
+    path: Path, batches: Any, attrs: bool, names: bool, missing_deps: str, memo: Optional[dict] = None
+) -> tuple[pb.GlobalMetadata, NodeTable]:
+    from chakra.io import NodeBatch, _prefix_size
 
     b = _Builder(path, attrs, names, memo)
     metadata = pb.GlobalMetadata()
     parse = NodeBatch.FromString
     pos = 0
     first = True
-    for index, offset, batch in iter_payload_batches(path, stream):
+    for index, offset, batch in batches:
         if first:
             head = batch[0]
             try:

@@ -78,6 +78,8 @@ REWRITE = {
 
 KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+# plain ints for the per-node tests (an IntEnum member costs a class lookup and a slower compare)
+_COMP, _COLL, _METADATA = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), int(NodeType.METADATA_NODE)
 
 
 @dataclass
@@ -287,7 +289,7 @@ class _Planner:
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             for n in t.nodes:
-                if n.type == NodeType.COMM_COLL_NODE:
+                if n.type == _COLL:
                     used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
@@ -351,7 +353,7 @@ class _Planner:
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             ids = set(map(_by_id, t.nodes))
-            if all(n.type == NodeType.METADATA_NODE for n in t.nodes):
+            if all(n.type == _METADATA for n in t.nodes):
                 self.idle.add(r)
                 self.counts["idle node added to empty ranks"] += 1
                 self.add(
@@ -612,12 +614,12 @@ class _Planner:
         # A compute node's checks depend on its content and the configs only: one that raised
         # nothing on one rank raises nothing on the next (SPMD ranks repeat them byte for byte).
         clean_key = None
-        if t == NodeType.COMP_NODE:
+        if t == _COMP:
             clean_key = id(n) if self.shared_nodes else n.SerializeToString()
             if clean_key in self.clean_compute:
                 return
             issues = len(self.issues)
-        if t == NodeType.METADATA_NODE:
+        if t == _METADATA:
             self.counts["METADATA nodes dropped"] += 1
             self.add(
                 r, n, "metadata-node", "METADATA node: ASTRA-sim aborts at t=0", "dropped (groups to comm_groups.json)"
@@ -638,7 +640,7 @@ class _Planner:
                     f"{name} in {expected}",
                     "warning",
                 )
-        if t == NodeType.COMP_NODE:
+        if t == _COMP:
             self.compute(r, n)
             if len(self.issues) == issues:
                 self.clean_compute.add(clean_key)

@@ -15,8 +15,8 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 from chakra.commgroups import groups_beside, read_comm_groups
-from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import atomic_output, expand_trace_args, is_json_file, read_trace
+from chakra.errors import ConfigError, InputError
+from chakra.io import atomic_output, expand_trace_args
 from chakra.sim.collective_run import CollectiveRunner, OverlapsEarlierTraffic
 from chakra.sim.compiler import K_COLL, K_CPU, K_GPU, K_MEM, K_RECV, K_REPLAY, K_SEND, RankEngine
 from chakra.sim.config import (
@@ -198,45 +198,6 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     return out
 
 
-MISSING_DEPS = ("error", "drop")
-
-
-def load_table(source: Any, names: bool, missing_deps: str = "error", memo: Optional[dict] = None) -> Any:
-    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
-
-    `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
-    option that accepts it); "drop" ignores such edges, as traces from the official converter need."""
-    from chakra.feeder.table import table_from_et, table_from_nodes
-
-    if missing_deps not in MISSING_DEPS:
-        raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
-    try:
-        if isinstance(source, Trace):
-            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
-        if is_json_file(source):
-            return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
-        return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
-    except TraceFormatError as exc:
-        if missing_deps == "error" and "does not exist" in str(exc):
-            raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
-        raise
-
-
-def _load_table_checked(
-    source: Any, names: bool, missing_deps: str, warnings: list[str], memo: Optional[dict] = None
-) -> Any:
-    """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
-    ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-    table = load_table(source, names, missing_deps, memo)
-    if table.dropped_deps:
-        where = table.path if table.path is not None else "<trace>"
-        warnings.append(
-            f"{where}: {table.dropped_deps} dependencies on absent node ids dropped (ASTRA-sim aborts on them); "
-            f"first: {table.first_dropped}"
-        )
-    return table
-
-
 def _without_gc(fn: Callable) -> Callable:
     """Run with the cyclic garbage collector paused: the simulator allocates millions of small
     acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""
@@ -410,39 +371,17 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     rank files (SPMD traces) are indexed once and share the compiled read-only arrays; files that
     differ from an earlier one in a few communication attributes only share them too, with their
     own communication rows (`chakra.sim.twins`)."""
-    from chakra.sim.twins import Twins, file_digest, node_messages
-    from chakra.sim.twins import digest as nodes_digest
+    from chakra.sim.loading import RankLoader
 
     caps = setup.caps
-    slot_caps = (caps["cpu"], caps["gpu"], caps["comm"])
+    loader = RankLoader(
+        system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=opts.log_path is not None,
+        slots=(caps["cpu"], caps["gpu"], caps["comm"]), missing_deps=opts.missing_deps, groups=setup.groups,
+        warnings=setup.warnings,
+    )  # fmt: skip
     engines: list[RankEngine] = []
-    by_digest: dict[bytes, RankEngine] = {}
-    twins = Twins()
-    memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
-    names = opts.log_path is not None
     for rank, src in setup.sources:
-        framed = node_messages(src) if not isinstance(src, Trace) else None
-        engine = twins.derive(rank, src, framed) if framed is not None else None
-        digest = None
-        if engine is None and not isinstance(src, Trace):
-            digest = nodes_digest(framed) if framed is not None else file_digest(src)
-            first = by_digest.get(digest)
-            if first is not None and first.shareable:
-                engine = first.for_rank(rank, str(src))
-        if engine is None:
-            table = _load_table_checked(src, names, opts.missing_deps, setup.warnings, memo)
-            for text in table.metadata_inputs:
-                setup.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
-            engine = RankEngine(
-                rank, table, system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=names,
-                slots=slot_caps,
-            )  # fmt: skip
-            if digest is not None:
-                by_digest.setdefault(digest, engine)
-            if framed is not None:
-                twins.add(engine, framed, table)
-            del table
-        engines.append(engine)
+        engines.append(loader.load(rank, src))
         if opts.progress is not None:
             opts.progress(len(engines), setup.n)
     resolved: dict[int, dict] = {}

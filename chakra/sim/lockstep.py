@@ -14,9 +14,11 @@ K sends per stream and K + 1 bus crossings, a stream takes (K + 1) B + (reducing
 reduction + K x D; a queue runs `threshold` streams at once, so the member finishes after
 ceil(chunks / threshold) such waves.
 
-When members issue at different times (a collective between pipeline stages) or the hops differ,
-the same steps run as a recurrence over all members at once (numpy, one vector step per send):
-member m's k-th receive completes at max(its own k-th send, its predecessor's k-th send + hop).
+When members issue at different times (a collective between pipeline stages, ranks of a real
+trace) or the hops differ, the same steps are a recurrence over all members: member m's k-th
+receive completes at max(its own k-th send, its predecessor's k-th send + hop). Its solution is a
+longest path around the ring, found with two running maxima per ring and wave (`_skewed`), so the
+cost grows with the members, not members x sends (a 1,024-member all-reduce has 2,046 sends).
 Times never depend on the order of same-ns events here; the order members end in does, so this
 path answers only when every member ends at its own ns.
 
@@ -36,10 +38,6 @@ import numpy as np
 
 from chakra.sim.collective_run import A2A, AR, FAST_BUS_NS, RS, reduction_ns
 from chakra.sim.network import Network
-
-# members x sends per stream above which skewed arrivals run message by message (the recurrence
-# costs one vector step per send)
-SKEWED_WORK = 1 << 20
 
 
 def _base(name: str) -> str:
@@ -134,9 +132,7 @@ def lockstep_ring(
     waves = -(-n // threshold)
     queue = d * owner.queues
     if any(o != offsets[0] for o in offsets) or any(h != hops[0] for h in hops):
-        if sends * len(members) > SKEWED_WORK:
-            return None
-        ends = _skewed(members, succ, hops, offsets, _crossings(c, p, sends), bus, red, waves)
+        ends = _skewed(members, succ, hops, offsets, sends, (sends + 1) * bus + reducing * red, waves)
         if ends is None:
             return None
         owner._plan_trees = {}
@@ -183,13 +179,24 @@ def _shifted(members: tuple[int, ...], issued: list[int], succ: dict[int, int], 
     return [index[target[members[k]]] for k in issued]
 
 
-def _crossings(ctype: int, p: int, sends: int) -> list[bool]:
-    """Whether each of a stream's sends + 1 bus crossings reduces (see `_sends_and_reductions`)."""
-    out = []
-    for i in range(sends + 1):
-        j, pos = divmod(i, p)
-        out.append(pos != 0 and (ctype == RS or (ctype == AR and j % 2 == 0)))
-    return out
+def _cycles(members: tuple[int, ...], succ: dict[int, int]) -> Optional[list[list[int]]]:
+    """The rings of the successor map, each in ring order from its first member in `members`;
+    None when they differ in length."""
+    seen: set[int] = set()
+    cycles = []
+    for r in members:
+        if r in seen:
+            continue
+        cycle = [r]
+        x = succ[r]
+        while x != r:
+            cycle.append(x)
+            x = succ[x]
+        seen.update(cycle)
+        cycles.append(cycle)
+    if any(len(c) != len(cycles[0]) for c in cycles):
+        return None
+    return cycles
 
 
 def _skewed(
@@ -197,36 +204,49 @@ def _skewed(
     succ: dict[int, int],
     hops: list[int],
     offsets: Sequence[int],
-    reduces: list[bool],
-    bus: int,
-    red: int,
+    sends: int,
+    step_total: int,
     waves: int,
 ) -> Optional[list[int]]:
     """Finish offsets of a ring collective whose members issue at different times or whose hops
-    differ, by the per-send recurrence over all members at once; None when two members end at
-    the same ns (their order would need the event queue's).
+    differ; None when two members end at the same ns (their order would need the event queue's).
 
-    Member m's k-th receive completes at max(its k-th send, its predecessor's k-th send + hop):
-    the receive is posted with the send, and the k-th message from the predecessor is the k-th to
-    arrive; the next send follows one bus crossing (and reduction) later."""
-    index = {r: k for k, r in enumerate(members)}
-    pred = np.empty(len(members), dtype=np.int64)
-    hop_in = np.empty(len(members), dtype=np.int64)
-    for k, r in enumerate(members):
-        pred[index[succ[r]]] = k
-        hop_in[index[succ[r]]] = hops[k]
-    step = [bus + (red if x else 0) for x in reduces]
-    start = np.asarray(offsets, dtype=np.int64)
-    sends = len(step) - 1
-    for _ in range(waves):
-        sent = start + step[0]
-        got = sent
-        for k in range(sends):
-            got = np.maximum(sent, sent[pred] + hop_in)
-            if k + 1 < sends:
-                sent = got + step[k + 1]
-        start = got + step[sends]
-    ends = start.tolist()
-    if len(set(ends)) != len(ends):
+    The per-send recurrence: member m's k-th receive completes at max(its k-th send, its
+    predecessor's k-th send + hop) (the receive is posted with the send, and the k-th message from
+    the predecessor is the k-th to arrive), and its next send follows one bus crossing (and
+    reduction) later. Every member crosses the bus the same way at the same step, so with the
+    crossings' ns taken out, s_k(m) = max(s_k-1(m), s_k-1(pred m) + hop into m): a longest path
+    that stays or moves one place along the ring per send. After K sends,
+
+        s_K(m) = max over j = 0..K of start(pred^j m) + (hops of the j places into m),
+
+    and since a whole turn of the ring only adds its (positive) hops, only the last p values of j
+    (one per ring place) can be the largest (K >= p - 1 for every ring collective). With the
+    places of a ring numbered 0..p-1, Q the prefix sums of the hops into them and T a turn's
+    hops, the start at place e (e < 0: turns before) counts start(e mod p) - Q(e) + Q(i), and the
+    window of p places [i - K, i - K + p - 1] is one suffix and one prefix of a single turn: one
+    running maximum each way per wave, O(members) instead of O(members x sends)."""
+    cycles = _cycles(members, succ)
+    if cycles is None:
         return None
-    return ends
+    p = len(cycles[0])
+    index = {r: k for k, r in enumerate(members)}
+    place = np.array([[index[x] for x in cycle] for cycle in cycles], dtype=np.int64)  # (rings, p)
+    hop_in = np.roll(np.asarray(hops, dtype=np.int64)[place], 1, axis=1)  # into place i from i - 1
+    turn = hop_in.sum(axis=1, keepdims=True)
+    q = np.cumsum(hop_in, axis=1) - hop_in[:, :1]  # hops into places 1..i
+    first = np.arange(p) - sends  # each place's window starts this many places back
+    col, turns = first % p, first // p
+    floor = np.full((len(cycles), 1), np.iinfo(np.int64).min // 4, dtype=np.int64)
+    start = np.asarray(offsets, dtype=np.int64)[place]
+    for _ in range(waves):
+        w = start - q
+        suffix = np.maximum.accumulate(w[:, ::-1], axis=1)[:, ::-1]  # places col.. of the first turn
+        prefix = np.concatenate([floor, np.maximum.accumulate(w, axis=1)[:, :-1]], axis=1)  # ..col-1, a turn on
+        start = q - turn * turns + np.maximum(suffix[:, col], prefix[:, col] - turn) + step_total
+    ends = np.empty(len(members), dtype=np.int64)
+    ends[place.ravel()] = start.ravel()
+    out = ends.tolist()
+    if len(set(out)) != len(out):
+        return None
+    return out

@@ -34,12 +34,21 @@ from chakra.sim.compiler import RankEngine
 #: engine's per-row communication `info` (peer, tag, size, process group).
 MAY_DIFFER = frozenset({"comm_src", "comm_dst", "comm_tag", "comm_size", "pg_name"})
 _TRIES = 8  # earlier templates compared per rank file, most recently matched first
+# rows compared first with every template after the most recent one: ranks that share no template
+# (each with its own durations) then cost one whole comparison, not eight
+_HEAD = 64
 WHOLE_FILE_BYTES = 32 << 20  # larger rank files are hashed in blocks, never held whole
 
 
 def node_messages(path: Path) -> Optional[list[bytes]]:
     """The framed Node messages of a plain `.et` file of at most `WHOLE_FILE_BYTES` whose first
     message is a GlobalMetadata; None for anything else (larger, compressed, JSON, damaged)."""
+    got = file_messages(path)
+    return None if got is None else got[1:]
+
+
+def file_messages(path: Path) -> Optional[list[bytes]]:
+    """`node_messages` with the GlobalMetadata message first (what `table_from_messages` reads)."""
     with input_file_errors(path):
         fd = os.open(path, os.O_RDONLY)  # no buffered file object: a thousand small files add up
         try:
@@ -61,7 +70,7 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
         return None
     if not framed or not _is_metadata(framed[0]):
         return None
-    return framed[1:]
+    return framed
 
 
 def _plain(head: bytes) -> bool:
@@ -285,7 +294,10 @@ class Twins:
         if not candidates:
             return None
         best: Optional[tuple[_Template, list[int]]] = None
+        head = min(len(framed), _HEAD)
         for t in candidates[:_TRIES]:
+            if best is not None and sum(map(ne, t.framed[:head], framed[:head])) * 2 > head:
+                continue  # differs in most of its first rows: not worth the whole comparison
             rows = list(compress(count(), map(ne, t.framed, framed)))  # the rows that differ
             if best is None or len(rows) < len(best[1]):
                 best = (t, rows)

@@ -164,3 +164,41 @@ def _with_closed_form(closed: bool):
         _INIT(self, *a, **kw)
 
     return init
+
+
+def test_skewed_rings_of_many_turns_and_many_members():
+    """The skewed closed form is a longest path around the ring: an all-to-all of 40 members walks
+    the ring 19 times (780 sends), and must still give the message-level run's answer; a ring of
+    1,024 members arriving at their own times (a real trace's data-parallel all-reduce) must be
+    answered in closed form, not message by message (2 million messages a stream)."""
+    rng = random.Random(34)
+    system = system_from_dict(
+        {
+            "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 2, "all-reduce-implementation": ["ring"],
+            "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
+            "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware",
+            "local-mem-bw": 50, "boost-mode": 0,
+        }
+    )  # fmt: skip
+    net = NetworkConfig(["Ring"], [40], [50.0], [500.0])
+    a2a = int(CollectiveType.ALL_TO_ALL)
+    offsets = tuple(rng.sample(range(200_000), 40))
+    fast, slow = run_both(net, system, a2a, 1 << 16, tuple(range(40)), None, offsets, tuple(range(40)), True)
+    assert fast == slow
+    runner = CollectiveRunner(Network(net, aware=False), system)
+    n, chunk = runner.chunks(a2a, 1 << 16)
+    assert lockstep_ring(runner, a2a, tuple(range(40)), None, offsets, None, n, chunk) is not None
+
+    net = NetworkConfig(["Ring"], [1024], [50.0], [500.0])
+    runner = CollectiveRunner(Network(net, aware=False), system)
+    members = tuple(range(1024))
+    offsets = tuple(rng.sample(range(10_000_000), 1024))
+    n, chunk = runner.chunks(TYPES[0], 25 << 20)
+    got = lockstep_ring(runner, TYPES[0], members, None, offsets, None, n, chunk)
+    assert got is not None
+    ends = got[0]
+    # every member ends after it issued, and no earlier than the latest member's issue plus its
+    # own 2,046 sends' crossings
+    assert all(e > o for e, o in zip(ends, offsets))
+    assert min(ends) > max(offsets)

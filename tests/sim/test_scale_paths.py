@@ -81,22 +81,29 @@ def test_remembered_attributes_index_every_file_as_alone(tmp_path):
 BIN = find_binaries()
 
 
-def _astrasim(tmp: Path, prefix: Path, network: Path) -> dict[int, int]:
+def _astrasim(
+    tmp: Path, prefix: Path, network: Path, system: Path | None = None, memory: Path | None = None
+) -> dict[int, int]:
+    """Every rank's finish as the real congestion-unaware binary prints it (the rt_template system
+    and no remote memory unless given)."""
     if BIN is None:
         pytest.skip("ASTRA-sim binaries not found ($ASTRA_SIM_BIN or ../shared/tools/astra-sim/bin)")
-    system = tmp / "system.json"
-    system.write_text(json.dumps(RT_SYSTEM))
-    memory = tmp / "memory.json"
-    memory.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    if system is None:
+        system = tmp / "system.json"
+        system.write_text(json.dumps(RT_SYSTEM))
+    if memory is None:
+        memory = tmp / "memory.json"
+        memory.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
     cmd = [
         str(BIN / BINARY_NAMES["unaware"]),
         f"--workload-configuration={prefix}",
         f"--system-configuration={system}",
         f"--network-configuration={network}",
         f"--remote-memory-configuration={memory}",
-        f"--comm-group-configuration={prefix}.comm_groups.json",
         f"--logging-folder={tmp / 'log'}",
     ]
+    if Path(f"{prefix}.comm_groups.json").exists():
+        cmd.append(f"--comm-group-configuration={prefix}.comm_groups.json")
     best: dict[int, int] = {}
     for _ in range(3):  # the binary now and then aborts in its statistics after some ranks printed
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp)
@@ -129,3 +136,76 @@ def test_generated_steps_finish_where_the_real_astrasim_does(tmp_path, args, top
     assert {r: v.finish_ns for r, v in ours.ranks.items()} == astra
     # both steps are replicas of one slice: the answer came from the folded run (chakra/sim/fold.py)
     assert ours.settings["fold"] is not None and ours.settings["fold"]["copies"] >= 4
+
+
+def test_distinct_ranks_of_a_recorded_run_finish_where_the_real_astrasim_does(tmp_path, samples_dir):
+    """Real-shaped ranks: a recorded 8-rank DDP run, synthesized to 32 ranks (each with its own
+    durations, so no two ranks are copies and nothing folds), exported for ASTRA-sim. Members reach
+    each all-reduce at their own times: the skewed closed form (chakra/sim/lockstep.py) answers
+    them, and every rank must finish at the ns the real binary prints."""
+    from typer.testing import CliRunner
+
+    from chakra.cli import app
+
+    ddp8 = samples_dir / "pytorch" / "ddp8"
+    cli = CliRunner()
+    steps = [
+        ["convert", "pytorch", *(str(ddp8 / f"et.{r}.json.gz") for r in range(8)),
+         *(x for r in range(8) for x in ("-k", str(ddp8 / f"kineto.{r}.json.gz"))), "-o", str(tmp_path / "ddp8"), "-q"],
+        ["synthesize", str(tmp_path / "ddp8"), "--ranks", "32", "-o", str(tmp_path / "s"), "-q"],
+        ["export", "astra-sim", str(tmp_path / "s"), "--backend", "unaware", "-o", str(tmp_path / "a"), "-q"],
+    ]  # fmt: skip
+    for args in steps:
+        res = cli.invoke(app, args)
+        assert res.exit_code == 0, res.output
+    prefix = tmp_path / "a"
+    files = [Path(f"{prefix}.{r}.et").read_bytes() for r in range(32)]
+    assert len(set(files)) == 32
+    network, system, memory = (Path(f"{prefix}.{x}") for x in ("network.yml", "system.json", "memory.json"))
+    astra = _astrasim(tmp_path, prefix, network, system, memory)
+    ours = simulate(str(prefix), network, system, memory, congestion="unaware")
+    assert len(astra) == 32, f"ASTRA-sim printed {len(astra)} of 32 ranks"
+    assert {r: v.finish_ns for r, v in ours.ranks.items()} == astra
+    assert len(set(astra.values())) > 1  # the ranks really differ
+    assert ours.settings["fold"] is None
+
+
+def test_work_read_from_the_bytes_equals_the_decoded_attributes(tmp_path):
+    """Compute nodes whose num_ops and tensor_size are zero (int64 or uint64 arm, as converters
+    write kernels of unknown work) are indexed from their bytes without decoding; the columns must
+    be those of the decoded nodes, also where a string holds the very bytes of such attributes and
+    the node's real num_ops is not zero, or where a string says num_ops and no attribute does."""
+    from chakra.feeder.table import table_from_messages, table_from_nodes
+    from chakra.io import write_trace
+    from chakra.schema import NodeType
+    from chakra.schema.attrs import make_attr
+    from chakra.sim.twins import file_messages
+    from chakra.trace import Trace, make_node
+
+    tail = b"R\x0b\n\x07num_opsH\x00R\x0f\n\x0btensor_sizeh\x00".decode("latin-1")
+    nodes = []
+    for i in range(300):
+        n = make_node(i + 1, f"k{i}", NodeType.COMP_NODE, duration_micros=i % 7, data_deps=[i] if i else [])
+        kind = i % 6
+        arms = ("int64_val", "uint64_val")
+        if kind in (0, 1, 2):  # zero work, in either arm
+            n.attr.extend([make_attr("is_cpu_op", kind == 2), make_attr("num_ops", 0, arms[kind % 2]),
+                           make_attr("tensor_size", 0, arms[(kind + 1) % 2])])  # fmt: skip
+        elif kind == 3:  # real work
+            n.attr.extend([make_attr("is_cpu_op", False), make_attr("num_ops", 1000 + i),
+                           make_attr("tensor_size", 64 + i)])  # fmt: skip
+        elif kind == 4:  # real work, and a last attribute ending in the zero attributes' bytes
+            n.attr.extend([make_attr("num_ops", 7 + i), make_attr("tensor_size", 3),
+                           make_attr("note", "x" + tail, "string_val")])  # fmt: skip
+        else:  # no work attribute, and a last attribute ending in their bytes
+            n.attr.extend([make_attr("note", tail, "string_val")])
+        nodes.append(n)
+    t = Trace(rank=0)
+    t.nodes = nodes
+    path = tmp_path / "t.0.et"
+    write_trace(path, t)
+    decoded = table_from_nodes(nodes)
+    for table in (table_from_et(path)[1], table_from_messages(path, file_messages(path))[1]):
+        for col in ("ids", "types", "dur_us", "is_cpu", "num_ops", "tensor_size", "child_ptr", "child_idx"):
+            assert np.array_equal(getattr(table, col), getattr(decoded, col)), col
+    assert decoded.num_ops.any() and decoded.is_cpu.any()
