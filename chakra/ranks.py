@@ -1,7 +1,9 @@
 """Rank numbers from input file names: the one parser every multi-rank input uses.
 
-A rank comes from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`),
-else the last number in the file name without its extensions (`et.12.json`, `kineto_12.json.gz`).
+A rank comes from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`,
+HTA's `rank-12.<date>.pt.trace.json`) or `worker<N>` (the profiler's worker name, as in PARAM's
+`worker12_step_5.<timestamp>.pt.trace.json`), else the last number in the file name without its
+extensions (`et.12.json`, `kineto_12.json.gz`, PARAM's `dlrm_eg_12.json`).
 Our own outputs are named `PREFIX.<rank>.et` (`chakra.io.rank_path` / `rank_from_path`).
 """
 
@@ -14,7 +16,7 @@ from typing import Optional
 
 from chakra.errors import InputError
 
-_RANK_WORD = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
+_RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|worker)[_-]?(\d+)", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+")
 _EXTENSIONS = (".gz", ".tgz", ".tar", ".json", ".trace", ".pt", ".sqlite", ".et")
 # A rank stated right before the extension: `et.3.json`, `rank_3.json.gz`, `w-3.pt.trace.json`.
@@ -26,7 +28,7 @@ _KINETO_HEAD = 200_000
 
 
 def rank_word(path: Path) -> Optional[int]:
-    """The rank a path spells as `rank<N>` (file name first, then its folders), or None."""
+    """The rank a path spells as `rank<N>` or `worker<N>` (file name first, then its folders), or None."""
     for part in (path, *path.parents):
         m = _RANK_WORD.search(part.name)
         if m:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
+from chakra.converters import expand_inputs
 from chakra.converters.result import ConversionResult
 
 
@@ -20,9 +21,13 @@ def print_written(result: ConversionResult, quiet: bool) -> None:
 def register(app: typer.Typer, convert: Callable[..., Any], help_text: str) -> None:
     @app.command("json", help=help_text)
     def convert_json(
-        inputs: list[Path] = typer.Argument(..., help="JSON trace files (rank from the document or the file name)."),
+        inputs: list[Path] = typer.Argument(
+            ...,
+            help="JSON trace files, folders, quoted patterns or PREFIXes (rank from the document or the file name).",
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         quiet: bool = QuietOption,
     ) -> None:
         with handle_errors():
-            print_written(convert(list(inputs), output), quiet)
+            files, _ = expand_inputs("json", inputs, note=lambda line: info(line, quiet))
+            print_written(convert(files, output), quiet)

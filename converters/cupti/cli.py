@@ -7,7 +7,8 @@ from typing import Any, Callable
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors
+from chakra.cli_common import JsonOption, QuietOption, handle_errors, info
+from chakra.converters import expand_inputs
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 
 
@@ -34,6 +35,7 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
         Example: chakra convert cupti records.json -o out/job   (see docs/nsys.md for every field)
         """
         with handle_errors():
+            inputs = expand_inputs("cupti", inputs, note=lambda line: info(line, quiet or as_json))[0]
             result = run_with_progress(
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,

@@ -15,6 +15,7 @@ from chakra.cli_common import (
     WorkersOption,
     console,
     handle_errors,
+    info,
     print_json,
     warn,
 )
@@ -29,6 +30,13 @@ def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
         from .summary import render
 
         render(result.summary, console, warn)
+
+
+def _named(fmt: str, args: list[Path], quiet: bool) -> list[Path]:
+    """The files the arguments name (files, folders, quoted patterns, PREFIXes, `-`), as on Dask."""
+    from chakra.converters import expand_inputs
+
+    return expand_inputs(fmt, args, note=lambda line: info(line, quiet))[0]
 
 
 def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], scheduler: Optional[str],
@@ -83,8 +91,9 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
             return
         with handle_errors():
+            inputs, kineto = _named("pytorch", inputs, quiet or json_out), _named("kineto", kineto or [], True)
             result = convert(
-                inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs,
+                inputs, output, kineto=kineto, gap_min_us=gap_min, io=not no_io, jobs=jobs,
                 metadata_node=metadata_node,
             )  # fmt: skip
             show(result, quiet, json_out)
@@ -114,4 +123,5 @@ def add_kineto_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         ):
             return
         with handle_errors():
+            inputs = _named("kineto", inputs, quiet or json_out)
             show(convert(inputs, output, gap_min_us=gap_min, jobs=jobs), quiet, json_out)

@@ -1,0 +1,273 @@
+"""What the input arguments of a command name: the one expansion every command uses.
+
+An input argument is, tried in this order:
+
+- `-`: standard input, as one file. It is copied once to a private temporary file (removed when
+  the command ends), so that a trace can be read twice (sniffed, then parsed) and by name.
+  Refused when standard input is a terminal: the command would wait for typing.
+- an existing file: that file.
+- an existing folder: the inputs in it. For Chakra traces, its rank files `NAME.<rank>.et` (one
+  NAME only); for a converter, every file in it and its subfolders with one of the format's
+  extensions (a folder the format itself reads, BigSim's logs, stays a folder).
+- a pattern holding `*`, `?` or `[` (quoted, so that chakra sees it and not the shell): the files
+  it matches (`**` crosses folders).
+- otherwise a PREFIX: every `PREFIX.<rank>.et` trace (also `.et.gz`, `.json`, `.json.gz`), or for
+  a converter every `PREFIX.<rank>EXT`, `PREFIX_<rank>EXT` or `PREFIX-<rank>EXT` input.
+
+In folders and pattern matches, files whose names carry no rank number (a `manifest.json` beside
+the traces) are skipped and reported to the caller, unless that leaves nothing. The table of which
+command takes what is docs/inputs.md.
+
+This module sits just above `chakra.files`, below `chakra.io` (whose `read_traces` uses it): it
+imports nothing of chakra but `chakra.files` and `chakra.errors`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from chakra.errors import InputError
+from chakra.files import STDIN, check_input, is_special
+
+PathLike = Union[str, os.PathLike]
+
+#: A Chakra rank file: `PREFIX.<rank>.et` (also `.et.gz`, and the JSON forms `.json`, `.json.gz`).
+#: DOTALL and \Z: a file name holding a newline (written by another tool) still has a rank.
+TRACE_NAME = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)\Z", re.DOTALL)
+_GLOB_CHARS = frozenset("*?[")
+#: Our own files beside the rank files, never traces themselves.
+_SIDECARS = (".comm_groups.json",)
+
+
+def is_pattern(arg: PathLike) -> bool:
+    """True when `arg` holds a glob character and names no existing file or folder."""
+    text = os.fspath(arg)
+    return any(c in _GLOB_CHARS for c in text) and not os.path.exists(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Standard input
+
+_stdin_copy: Optional[Path] = None
+
+
+def stdin_file() -> Path:
+    """Standard input as a file: copied once per process to a private temporary folder."""
+    global _stdin_copy
+    if _stdin_copy is not None:
+        return _stdin_copy
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InputError("-: standard input is a terminal; pipe the input in (... | chakra CMD -) or name a file")
+    folder = Path(tempfile.mkdtemp(prefix="chakra-stdin-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "stdin"
+    with open(path, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 8 << 20)
+    if path.stat().st_size == 0:
+        raise InputError("-: standard input is empty")
+    _stdin_copy = path
+    return path
+
+
+def _stdin(allow: bool, what: str) -> Path:
+    if not allow:
+        raise InputError(f"-: standard input is not an input here; give a {what} by name")
+    return stdin_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# Chakra traces
+
+
+def trace_rank(path: PathLike) -> Optional[int]:
+    """The rank of a rank file `PREFIX.<rank>.et` (or `.et.gz`, `.json`, `.json.gz`), else None."""
+    m = TRACE_NAME.match(Path(path).name)
+    return int(m.group("rank")) if m else None
+
+
+def _is_trace_name(name: str) -> bool:
+    if name.endswith(_SIDECARS) or name.startswith("."):
+        return False
+    return TRACE_NAME.match(name) is not None or name.endswith((".et", ".et.gz"))
+
+
+def _rank_files(folder: Path, stem: Optional[str]) -> dict[str, dict[int, Path]]:
+    """prefix name -> rank -> file, for the rank files in `folder` (only those of `stem`, if given).
+
+    scandir: the listing says which entries are regular files (no stat per rank file, which
+    thousands of ranks notice); symlinks are still followed."""
+    found: dict[str, dict[int, Path]] = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            m = TRACE_NAME.match(entry.name)
+            if m is None or entry.name.endswith(_SIDECARS) or (stem is not None and m.group("prefix") != stem):
+                continue
+            if not entry.is_file():
+                continue
+            ranks = found.setdefault(m.group("prefix"), {})
+            rank = int(m.group("rank"))
+            # Prefer .et over other forms when several exist for one rank.
+            if rank not in ranks or entry.name.endswith(".et"):
+                ranks[rank] = folder / entry.name
+    return found
+
+
+def _folder_traces(folder: Path) -> list[tuple[Optional[int], Path]]:
+    found = _rank_files(folder, None)
+    if not found:
+        raise InputError(f"{folder}: no rank files (NAME.<rank>.et) in this folder")
+    if len(found) > 1:
+        names = ", ".join(sorted(found)[:6]) + (", ..." if len(found) > 6 else "")
+        raise InputError(
+            f"{folder}: holds the traces of {len(found)} runs ({names}); name one as a PREFIX, "
+            f"e.g. {folder / sorted(found)[0]}"
+        )
+    ((_, ranks),) = found.items()
+    return [(rank, ranks[rank]) for rank in sorted(ranks)]
+
+
+def _pattern_traces(pattern: str) -> list[tuple[Optional[int], Path]]:
+    matches = [Path(p) for p in glob.glob(pattern, recursive=True)]
+    files = [p for p in matches if _is_trace_name(p.name) and p.is_file()]
+    if not files:
+        raise InputError(f"{pattern}: the pattern matches no trace file (.et, NAME.<rank>.et)")
+
+    def order(p: Path) -> tuple:
+        m = TRACE_NAME.match(p.name)
+        return (str(p.parent), m.group("prefix"), int(m.group("rank"))) if m else (str(p.parent), p.name, -1)
+
+    return [(trace_rank(p), p) for p in sorted(files, key=order)]
+
+
+def expand_traces(args: Sequence[PathLike], *, allow_stdin: bool = True) -> list[tuple[Optional[int], Path]]:
+    """Chakra trace arguments as (rank, path) pairs; a PREFIX's, folder's or pattern's ranks sorted.
+
+    The rank comes from a name `X.<rank>.et` (None when the name has none: the caller numbers
+    such traces by position). See the module's docstring for what an argument may be.
+    """
+    out: list[tuple[Optional[int], Path]] = []
+    for arg in args:
+        text = os.fspath(arg)
+        if text == STDIN:
+            out.append((None, _stdin(allow_stdin, "trace file or PREFIX")))
+            continue
+        p = Path(arg)
+        if p.is_file():
+            out.append((trace_rank(p), p))
+            continue
+        if p.is_dir():
+            out.extend(_folder_traces(p))
+            continue
+        if is_special(p):
+            check_input(p, "trace file")
+        if is_pattern(text):
+            out.extend(_pattern_traces(text))
+            continue
+        parent = p.parent if str(p.parent) else Path(".")
+        ranks = _rank_files(parent, p.name).get(p.name, {}) if parent.is_dir() else {}
+        if not ranks:
+            raise InputError(f"{arg}: no such file, folder or PREFIX (no {arg}.<rank>.et files)")
+        out.extend((rank, ranks[rank]) for rank in sorted(ranks))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs of converters (other tools' files)
+
+
+def _has_suffix(name: str, suffixes: tuple[str, ...]) -> bool:
+    return not suffixes or name.lower().endswith(suffixes)
+
+
+def _ranked(
+    found: list[Path],
+    rank_of: Callable[[Path], Optional[int]],
+    keep_unranked: Optional[Callable[[Path], bool]],
+    skipped: list[Path],
+) -> list[Path]:
+    """The files of a folder or pattern: those without a rank number are skipped unless
+    `keep_unranked` takes them (their content is the format's) or that leaves nothing (a folder
+    holding one trace needs no rank in its name)."""
+    kept = [p for p in found if rank_of(p) is not None or (keep_unranked is not None and keep_unranked(p))]
+    if not kept and len(found) == 1:
+        return found
+    skipped.extend(p for p in found if p not in kept)
+    return kept
+
+
+def expand_files(
+    args: Sequence[PathLike],
+    suffixes: Sequence[str],
+    rank_of: Callable[[Path], Optional[int]],
+    *,
+    what: str = "input",
+    keep_folder: Optional[Callable[[Path], bool]] = None,
+    keep_unranked: Optional[Callable[[Path], bool]] = None,
+    allow_stdin: bool = True,
+) -> tuple[list[Path], list[Path]]:
+    """(files, skipped) named by a converter's arguments: files as given, folders searched (with
+    their subfolders) for files ending in one of `suffixes`, patterns expanded, PREFIXes as every
+    `PREFIX.<rank>EXT` (also `_` or `-` before the rank). `skipped`: folder entries and pattern
+    matches whose names carry no rank (`rank_of` gives None) and that `keep_unranked` does not
+    take. `keep_folder(path)`: a folder that is itself one input (BigSim logs). Each file appears
+    once, in the order found."""
+    ends = tuple(s.lower() for s in suffixes)
+    files: list[Path] = []
+    skipped: list[Path] = []
+    for arg in args:
+        text = os.fspath(arg)
+        if text == STDIN:
+            files.append(_stdin(allow_stdin, what))
+            continue
+        p = Path(arg)
+        if p.is_file():
+            files.append(p)
+        elif p.is_dir():
+            if keep_folder is not None and keep_folder(p):
+                files.append(p)
+                continue
+            found = sorted(
+                f for f in p.rglob("*") if not f.name.startswith(".") and _has_suffix(f.name, ends) and f.is_file()
+            )
+            if not found:
+                raise InputError(f"{p}: no {what} files ({', '.join(suffixes)}) in this folder")
+            files.extend(_ranked(found, rank_of, keep_unranked, skipped))
+        elif is_special(p):
+            check_input(p, what)
+        elif is_pattern(text):
+            found = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
+            if not found:
+                raise InputError(f"{text}: the pattern matches no file")
+            files.extend(_ranked(found, rank_of, keep_unranked, skipped))
+        else:
+            found = _prefixed(p, ends)
+            if not found:
+                raise InputError(f"{arg}: no such file, folder or PREFIX (no {arg}.<rank>... files)")
+            files.extend(found)
+    seen: set[Path] = set()
+    unique = [p for p in files if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
+    return unique, skipped
+
+
+def _prefixed(prefix: Path, ends: tuple[str, ...]) -> list[Path]:
+    """Files `PREFIX.<rank>EXT` (or `_<rank>`, `-<rank>`) with EXT one of `ends`, sorted by rank."""
+    parent = prefix.parent if str(prefix.parent) else Path(".")
+    if not parent.is_dir():
+        return []
+    pattern = re.compile(re.escape(prefix.name) + r"[._-](\d+)(\..+)?\Z", re.DOTALL)
+    found = []
+    with os.scandir(parent) as entries:
+        for entry in entries:
+            m = pattern.match(entry.name)
+            if m and _has_suffix(entry.name, ends) and entry.is_file():
+                found.append((int(m.group(1)), parent / entry.name))
+    return [p for _, p in sorted(found)]
