@@ -252,7 +252,11 @@ def _print_result(result, quiet: bool) -> None:
         by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
         rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
         table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
-    table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
+    table.caption = (
+        (table.caption + "; " if table.caption else "")
+        + "compute, comm: time busy with them (CPU and GPU, or overlapping messages, counted once); "
+        + s["breakdown_definition"]
+    )
     for rank, r in rows:
         cells = (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.idle_ns, r.nodes)
         table.add_row(str(rank), *(f"{v:,}" for v in cells))
@@ -328,21 +332,13 @@ def _astrasim_warnings(
 ) -> None:
     """What the real ASTRA-sim would do on these files (the checks of `validate --for astra-sim`),
     less what the simulator itself already said (METADATA nodes, collectives ASTRA-sim does not
-    implement, send/recv pairs of different sizes). In model mode, the mode that stands in for
-    ASTRA-sim, one warning per kind; a replay of recorded durations answers another question, so
-    there it is one note naming the kinds."""
-    from chakra.export.astrasim import failure_kinds, simulate_warnings
+    implement, send/recv pairs of different sizes): one warning per kind, in model mode, the mode
+    that stands in for ASTRA-sim. A replay of recorded durations answers another question (what
+    the recorded run did), so it says nothing about ASTRA-sim: the user did not ask."""
+    from chakra.export.astrasim import simulate_warnings
 
     skip = {"metadata-node", "p2p-size-mismatch"}
     skip |= {f"unsupported-{t}" for t in ("reduce", "gather", "scatter", "barrier", "reduce_scatter_block")}
     if comm == "model":
         for line in simulate_warnings(traces, comm_group, network, system, congestion, frozenset(skip)):
             warn(line)
-        return
-    kinds = failure_kinds(traces, comm_group, network, system, congestion, frozenset(skip))
-    if kinds:
-        info(
-            f"note: the real ASTRA-sim would not run these files as they are ({', '.join(kinds)}): "
-            "`chakra validate --for astra-sim` says where; `chakra export astra-sim` writes a variant it runs",
-            quiet,
-        )

@@ -982,11 +982,3 @@ def simulate_warnings(
     """`warning_lines` for the inputs of a `chakra simulate` run (paths or loaded configs)."""
     p = _simulate_plan(trace_args, comm_groups, network, system, backend)
     return [] if p is None else warning_lines(p, skip)
-
-
-def failure_kinds(
-    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, skip: frozenset[str] = frozenset()
-) -> list[str]:
-    """The kinds of finding (codes, first-seen order) on which ASTRA-sim would fail on these inputs."""
-    p = _simulate_plan(trace_args, comm_groups, network, system, backend)
-    return [] if p is None else list(dict.fromkeys(i.code for i in p.errors if i.code not in skip))
