@@ -271,3 +271,41 @@ def _prefixed(prefix: Path, ends: tuple[str, ...]) -> list[Path]:
             if m and _has_suffix(entry.name, ends) and entry.is_file():
                 found.append((int(m.group(1)), parent / entry.name))
     return [p for _, p in sorted(found)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names derived from the inputs
+
+
+def as_path(arg: PathLike) -> Path:
+    """One input argument as a path: `-` is standard input's copy (for a command that first looks
+    at what one input is, such as a simulation log or a trace)."""
+    return stdin_file() if os.fspath(arg) == STDIN else Path(arg)
+
+
+def _strip_trace_suffix(name: str) -> str:
+    for suffix in (".et.gz", ".json.gz", ".et", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def output_stem(arg: PathLike) -> Path:
+    """The name a command's output takes from its first input when no -o is given: a file
+    `run/trace.0.et` gives `run/trace.0`, a PREFIX itself, a folder or pattern the PREFIX of the
+    rank files it names (`out/` holding `out/ddp2.<rank>.et` gives `out/ddp2`). Standard input has
+    no name: an InputError asks for -o."""
+    text = os.fspath(arg)
+    if text == STDIN:
+        raise InputError("-: standard input has no name to put an output beside; give -o")
+    p = Path(arg)
+    if p.is_file():
+        return p.with_name(_strip_trace_suffix(p.name))
+    if not (p.is_dir() or is_pattern(text)):
+        return p  # a PREFIX
+    files = [f for _, f in expand_traces([arg], allow_stdin=False)]
+    prefixes = {(f.parent, m.group("prefix")) for f in files if (m := TRACE_NAME.match(f.name))}
+    if len(prefixes) == 1:
+        ((parent, name),) = prefixes
+        return parent / name
+    return files[0].with_name(_strip_trace_suffix(files[0].name))

@@ -43,10 +43,11 @@ def analyze_cmd(
     from chakra import analysis
     from chakra.columns import open_traces
     from chakra.footprint import rank_footprints
+    from chakra.inputs import as_path
 
     with handle_errors():
-        if len(traces) == 1 and analysis.is_sim_log(Path(traces[0])):
-            report = analysis.analyze_log(analysis.read_sim_log(traces[0]))
+        if len(traces) == 1 and analysis.is_sim_log(first := as_path(traces[0])):
+            report = analysis.analyze_log(analysis.read_sim_log(first))
             if json_out:
                 print_json(report)
             else:

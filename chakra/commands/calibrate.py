@@ -52,6 +52,7 @@ def calibrate_cmd(
       [bold]chakra calibrate out/ddp4 -o fit/ddp4 --report fit.html --json[/]
     """
     from chakra.commgroups import groups_beside, read_comm_groups
+    from chakra.inputs import output_stem
     from chakra.io import check_output_path, read_traces
     from chakra.sim.config import load_network, load_system
     from chakra.whatif.calibrate import calibrate, write_outputs
@@ -60,7 +61,7 @@ def calibrate_cmd(
         net = load_network(network) if network is not None else None
         sys_cfg = load_system(system) if system is not None else None
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
-        out = output if output is not None else f"{traces[0]}.calibrated"
+        out = output if output is not None else f"{output_stem(traces[0])}.calibrated"
         for path in [Path(f"{out}.{x}") for x in ("network.yml", "system.json", "calibration.json")] + [report]:
             if path is not None:
                 check_output_path(path)  # before the fit, not after it

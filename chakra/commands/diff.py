@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.table import Table
 
@@ -12,10 +10,11 @@ from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, p
 
 def _load(arg: str) -> tuple[str, dict]:
     from chakra import analysis
+    from chakra.inputs import as_path
     from chakra.io import read_traces
 
-    if analysis.is_sim_log(Path(arg)):
-        return "log", analysis.classes_of_log(analysis.read_sim_log(arg))
+    if analysis.is_sim_log(path := as_path(arg)):
+        return "log", analysis.classes_of_log(analysis.read_sim_log(path))
     return "trace", analysis.classes_of_traces(read_traces([arg]))
 
 

@@ -8,12 +8,15 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import QuietOption, handle_errors, info
+from chakra.files import STDIN
+from chakra.inputs import output_stem
 from chakra.io import expand_trace_args, output_set, rank_path, read_trace, write_trace
 
 
 def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tuple[Path, Path, Optional[int]]]:
     pairs = expand_trace_args(inputs)
     if output is None:
+        _beside_each(inputs)
         return [(p, p.with_name(_strip(p.name) + suffix), r) for r, p in pairs]
     if len(pairs) == 1 and (output.name.endswith(suffix) or output.name.endswith(suffix + ".gz")):
         return [(pairs[0][1], output, pairs[0][0])]
@@ -24,6 +27,12 @@ def _targets(inputs: list[str], output: Optional[Path], suffix: str) -> list[tup
         rank = r if r is not None else i
         out.append((p, Path(f"{output}.{rank}{suffix}"), rank))
     return out
+
+
+def _beside_each(inputs: list[str]) -> None:
+    """Outputs beside their inputs: standard input has no place, so -o is needed."""
+    if STDIN in inputs:
+        output_stem(STDIN)  # raises, asking for -o
 
 
 def _strip(name: str) -> str:
@@ -74,6 +83,7 @@ def dejsonize(
     with handle_errors():
         sources = [p for _, p in expand_trace_args(inputs)]
         if output is None:
+            _beside_each(inputs)
             name = lambda src, _rank: src.with_name(_strip(src.name) + ".et")  # noqa: E731
         elif len(sources) == 1 and output.name.endswith((".et", ".et.gz")):
             name = lambda _src, _rank: output  # noqa: E731

@@ -44,11 +44,12 @@ def timeline_cmd(
     """
     with handle_errors():
         from chakra.errors import InputError
+        from chakra.inputs import as_path
         from chakra.io import read_traces
         from chakra.simlog import looks_like_log
         from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
-        first = Path(inputs[0])
+        first = as_path(inputs[0])  # `-`: what came in on standard input
         if first.is_file() and looks_like_log(first):
             if len(inputs) > 1:
                 raise InputError("give one log file at a time (the log already holds every NPU)")

@@ -82,6 +82,7 @@ def visualize_cmd(
       chakra visualize run/trace.0.et --graphml -o graph.graphml
     """
     with handle_errors():
+        from chakra.inputs import output_stem
         from chakra.io import read_traces
         from chakra.visualizers.graph import FORMATS, default_output, format_for, visualize
         from chakra.visualizers.kinds import parse_types
@@ -98,7 +99,7 @@ def visualize_cmd(
             raise InputError(f"-o {output}: the suffix says {suffix_fmt} but --{chosen[0]} was asked for")
         fmt = chosen[0] if chosen else (format_for(output, None) if output is not None else "pdf")
         if output is None:
-            output = default_output(traces[0], fmt)
+            output = default_output(output_stem(traces[0]), fmt)
         if algorithm:
             from chakra.collective_algorithm import load
             from chakra.visualizers.collective import draw, steps
