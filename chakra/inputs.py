@@ -57,14 +57,16 @@ def is_pattern(arg: PathLike) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Standard input
 
-_stdin_copy: Optional[Path] = None
+# (the standard input stream, its copy): one copy per stream, so a command naming `-` twice
+# reads the same bytes, and a test running commands in one process gets each its own.
+_stdin_copy: Optional[tuple[object, Path]] = None
 
 
 def stdin_file() -> Path:
-    """Standard input as a file: copied once per process to a private temporary folder."""
+    """Standard input as a file: copied once to a private temporary folder."""
     global _stdin_copy
-    if _stdin_copy is not None:
-        return _stdin_copy
+    if _stdin_copy is not None and _stdin_copy[0] is sys.stdin:
+        return _stdin_copy[1]
     if sys.stdin is None or sys.stdin.isatty():
         raise InputError("-: standard input is a terminal; pipe the input in (... | chakra CMD -) or name a file")
     folder = Path(tempfile.mkdtemp(prefix="chakra-stdin-"))
@@ -74,7 +76,7 @@ def stdin_file() -> Path:
         shutil.copyfileobj(sys.stdin.buffer, out, 8 << 20)
     if path.stat().st_size == 0:
         raise InputError("-: standard input is empty")
-    _stdin_copy = path
+    _stdin_copy = (sys.stdin, path)
     return path
 
 
