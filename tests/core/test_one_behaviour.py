@@ -1,0 +1,142 @@
+"""What a command says means the same everywhere: warnings only about what the user asked for,
+help that reads as sentences at 80 columns, figures labelled with what they add up.
+
+The GPU run is the real one-GPU recording of tests/data/gpu/fp32 (tools/pytorch_gpu.py on an H200).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from chakra.cli import COMMANDS
+from chakra.cli_group import reflow
+from chakra.converters import PLUGINS
+
+REPO = Path(__file__).resolve().parent.parent.parent
+FP32 = REPO / "tests" / "data" / "gpu" / "fp32"
+
+
+def _ok(res):
+    assert res.exit_code == 0, res.stderr
+    return res
+
+
+@pytest.fixture(scope="module")
+def one_gpu(tmp_path_factory) -> Path:
+    from typer.testing import CliRunner
+
+    from chakra.cli import app
+
+    out = tmp_path_factory.mktemp("gpu") / "fp32"
+    args = ["convert", "pytorch", str(FP32 / "et.json.gz"), "-k", str(FP32 / "kineto.json.gz"), "-o", str(out), "-q"]
+    res = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Warnings only about what was asked
+
+
+def test_replaying_a_one_gpu_run_warns_of_nothing(one_gpu, run_cli):
+    """A replay of the user's own run named no network and asked nothing about ASTRA-sim."""
+    res = _ok(run_cli("simulate", str(one_gpu), "--comm", "replay"))
+    assert "warning" not in res.stderr.lower() and "ASTRA-sim" not in res.stderr, res.stderr
+    # The model of a network nobody named is ours: no word on how ASTRA-sim takes a 1-NPU network.
+    model = _ok(run_cli("simulate", str(one_gpu)))
+    assert "1-NPU network" not in model.stderr
+
+
+def test_a_named_one_npu_network_is_still_warned_about(one_gpu, run_cli, tmp_path):
+    """The user's own network config, in the mode that runs it: ASTRA-sim refuses it (its real
+    binary exits 255 on npus_count 1: docs/astra-sim-parity.md)."""
+    net = tmp_path / "net.yml"
+    net.write_text("topology: [ Ring ]\nnpus_count: [ 1 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    model = _ok(run_cli("simulate", str(one_gpu), "--network", str(net)))
+    assert "a 1-NPU network: ASTRA-sim rejects it" in model.stderr
+    replay = _ok(run_cli("simulate", str(one_gpu), "--network", str(net), "--comm", "replay"))
+    assert "1-NPU network" not in replay.stderr  # a replay sends nothing over it
+
+
+# ---------------------------------------------------------------------------------------------
+# Help reflows
+
+
+def test_reflow_joins_source_lines_and_keeps_examples():
+    text = """First sentence goes on
+    onto a second line.
+
+    Examples:
+
+      chakra stats out/run
+      chakra stats out/run --json
+
+    A list:
+    - one item
+    - another item
+    """
+    assert reflow(text) == (
+        "First sentence goes on onto a second line.\n\nExamples:\n\n  chakra stats out/run\n"
+        "  chakra stats out/run --json\n\nA list:\n- one item\n- another item"
+    )
+
+
+def _helps(run_cli) -> dict[str, str]:
+    pages = {name: run_cli(name, "--help").stdout for name in COMMANDS}
+    pages |= {f"convert {fmt}": run_cli("convert", fmt, "--help").stdout for fmt in [*PLUGINS, "auto"]}
+    return pages
+
+
+_OWN = re.compile(r"(\s|[-*•] |chakra |\$ |[{}])")
+
+
+def test_help_reads_as_sentences_at_80_columns(run_cli, monkeypatch):
+    """Piped help is 80 columns: a line of prose ends only where the next word would not fit
+    (never where the source's docstring happened to break)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    short = []
+    for name, page in _helps(run_cli).items():
+        assert page.strip(), name
+        body = page.split("╭", 1)[0]  # the help text, before the option panels
+        lines = [line[1:].rstrip() for line in body.splitlines()]  # rich pads with one space
+        width = max(len(line) for line in lines)
+        assert width <= 79, (name, width)
+        for line, after in zip(lines, lines[1:]):
+            if not line or not after or _OWN.match(line) or _OWN.match(after) or line.startswith("Usage:"):
+                continue
+            if len(line) + 1 + len(after.split()[0]) <= 78:
+                short.append(f"{name}: {line!r} / {after!r}")
+    assert not short, "\n".join(short)
+
+
+def test_simulate_help_keeps_its_sentence_together(run_cli, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    page = run_cli("simulate", "--help").stdout
+    assert re.search(r"so existing ones\s+work unchanged; the 1 MiB", page), page
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures say what they sum
+
+
+def test_stats_labels_compute_as_summed_cpu_and_gpu_time(one_gpu, run_cli):
+    data = json.loads(_ok(run_cli("stats", str(one_gpu), "--json")).stdout)
+    rank, summary = data["ranks"]["0"], data["summary"]
+    assert rank["cpu_compute_us"] + rank["gpu_compute_us"] == rank["compute_us"]
+    # A GPU step: CPU and GPU time overlap, so their sum exceeds the step's critical path.
+    assert rank["compute_us"] > rank["critical_path_us"] > rank["cpu_compute_us"] > rank["gpu_compute_us"] > 0
+    assert (summary["cpu_compute_us"], summary["gpu_compute_us"]) == (rank["cpu_compute_us"], rank["gpu_compute_us"])
+    table = " ".join(_ok(run_cli("stats", str(one_gpu))).stdout.split())
+    assert "CPU compute (sum)" in table and "GPU compute (sum)" in table and "critical path" in table
+    assert "node durations added up" in table and "overlap in time" in table
+    assert f"CPU compute {rank['cpu_compute_us']:,} µs, GPU compute {rank['gpu_compute_us']:,} µs" in table
+    assert "compute 120," not in table  # never one unlabelled sum of both
+
+
+def test_simulate_says_its_compute_is_busy_time(one_gpu, run_cli):
+    table = " ".join(_ok(run_cli("simulate", str(one_gpu), "--comm", "replay")).stdout.split())
+    assert "compute, comm: time busy with them" in table
