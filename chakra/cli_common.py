@@ -91,6 +91,11 @@ class MissingDeps(str, Enum):
 # Reusable option declarations so every subcommand spells them the same way.
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+#: What a trace argument may be, said the same way by every command (chakra/inputs.py, docs/inputs.md).
+TRACES_HELP = (
+    "Traces: a PREFIX (every PREFIX.<rank>.et), trace files, a folder of rank files, a quoted pattern "
+    "('out/run.*.et') or - (standard input)"
+)
 #: Writers of traces (convert pytorch, generate, synthesize, whatif): process groups always go to
 #: PREFIX.comm_groups.json; the PyTorch-style METADATA node only on request, as ASTRA-sim aborts on it.
 MetadataNodeOption = typer.Option(

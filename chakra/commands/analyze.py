@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 
 
 def _ms(ns: float) -> str:
@@ -16,7 +16,7 @@ def _ms(ns: float) -> str:
 
 
 def analyze_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank), or one simulator --log file."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "; or one simulator --log file."),
     schedule: str = typer.Option(
         "auto", "--schedule", help="auto | simulate | recorded (start_time_micros) | asap (dependencies only)."
     ),

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import Congestion, JsonOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import TRACES_HELP, Congestion, JsonOption, QuietOption, console, handle_errors, info, print_json
 
 
 def _pct(x: Optional[float]) -> str:
@@ -20,7 +20,7 @@ def _ms(ns: float) -> str:
 
 
 def calibrate_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) of a converted real run."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + " of a converted real run."),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="Network to start from (its topology is kept; default: a Ring of all ranks)."
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, print_json
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, print_json
 
 
 def _load(arg: str) -> tuple[str, dict]:
@@ -19,8 +19,8 @@ def _load(arg: str) -> tuple[str, dict]:
 
 
 def diff_cmd(
-    a: str = typer.Argument(..., help="Baseline: PREFIX, trace file, or simulator --log file."),
-    b: str = typer.Argument(..., help="Other side: PREFIX, trace file, or simulator --log file."),
+    a: str = typer.Argument(..., help="Baseline: " + TRACES_HELP + "; or a simulator --log file."),
+    b: str = typer.Argument(..., help="Other side: the same kinds of input."),
     top: int = typer.Option(25, "--top", help="Rows to show (largest |delta| first); 0 = all."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import (
+    TRACES_HELP,
     Congestion,
     JsonOption,
     MissingDeps,
@@ -29,7 +30,7 @@ app = typer.Typer(
 
 @app.command("astra-sim")
 def astrasim_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     output: Path = typer.Option(
         ...,
         "--output",

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import QuietOption, handle_errors, info
+from chakra.cli_common import TRACES_HELP, QuietOption, handle_errors, info
 from chakra.files import STDIN
 from chakra.inputs import output_stem
 from chakra.io import expand_trace_args, output_set, rank_path, read_trace, write_trace
@@ -43,7 +43,7 @@ def _strip(name: str) -> str:
 
 
 def jsonize(
-    inputs: list[str] = typer.Argument(..., help=".et files or PREFIXes."),
+    inputs: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     output: Optional[Path] = typer.Option(
         None,
         "--output",

@@ -9,11 +9,11 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 
 
 def memory_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     capacity: Optional[str] = typer.Option(
         None, "--capacity", "-c", help="Device memory per rank (80GB, 16GiB, ...): flags ranks whose peak exceeds it."
     ),

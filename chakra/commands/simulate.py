@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import (
+    TRACES_HELP,
     CommMode,
     Congestion,
     JsonOption,
@@ -100,7 +101,7 @@ _MissingDeps = typer.Option(
 
 
 def simulate_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     network: Optional[Path] = _Network,
     system: Optional[Path] = _System,
     memory: Optional[Path] = _Memory,

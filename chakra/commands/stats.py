@@ -5,14 +5,23 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json, warn
+from chakra.cli_common import (
+    TRACES_HELP,
+    JsonOption,
+    QuietOption,
+    console,
+    handle_errors,
+    load_traces,
+    print_json,
+    warn,
+)
 from chakra.stats import rank_stats, trace_stats
 from chakra.trace import rank_set_problem
 from chakra.units import fmt_bytes
 
 
 def stats(
-    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:

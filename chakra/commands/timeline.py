@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, err_console, handle_errors, info, print_json, warn
 
 
 def timeline_cmd(
     inputs: list[str] = typer.Argument(
-        ..., help="A simulator log (chakra CSV or ASTRA-sim output), or trace files / PREFIXes with start times."
+        ..., help="A simulator log (chakra CSV or ASTRA-sim output), or " + TRACES_HELP + " with start times."
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output JSON file (default: stdout)."),
     trace: Optional[list[str]] = typer.Option(

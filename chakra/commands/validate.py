@@ -9,12 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, load_traces, print_json
 from chakra.errors import InputError
 
 
 def validate(
-    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     no_cross_rank: bool = typer.Option(False, "--no-cross-rank", help="Only check each rank on its own."),
     target: Optional[str] = typer.Option(
         None,

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, handle_errors, info, print_json
 from chakra.errors import InputError
 
 
@@ -21,7 +21,7 @@ class Edges(str, Enum):
 
 
 def visualize_cmd(
-    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Output file; format from --pdf/... or its suffix (default: INPUT.pdf)."
     ),

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import (
+    TRACES_HELP,
     CommMode,
     JsonOption,
     MetadataNodeOption,
@@ -49,7 +50,7 @@ _ROWS = (
 
 
 def whatif_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     recipe: Recipe = typer.Option(..., "--recipe", "-r", help="The transformation to apply."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
     factor: Optional[float] = typer.Option(
