@@ -87,7 +87,11 @@ def with_kineto_rank(raw: bytes, rank: int) -> bytes:
 
 
 def by_rank(files: Sequence[Path], kineto: Sequence[Path] = ()) -> dict[int, tuple[list[Path], list[Path]]]:
-    """rank -> (files, kineto files); every file must name its rank."""
+    """rank -> (files, kineto files); every file must name its rank, except in a one-rank set (two
+    files at most, none naming a rank: a one-GPU recording's et.json + kineto.json), which is rank
+    0, as the plain converter takes it (the worker then refuses two files of one kind)."""
+    if len(files) + len(kineto) <= 2 and all(rank_of(p) is None for p in (*files, *kineto)):
+        return {0: (list(files), list(kineto))} if (files or kineto) else {}
     out: dict[int, tuple[list[Path], list[Path]]] = {}
     for group, paths in ((0, files), (1, kineto)):
         for p in paths:

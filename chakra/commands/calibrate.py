@@ -28,7 +28,9 @@ def calibrate_cmd(
     comm_group: Optional[Path] = typer.Option(
         None, "--comm-group", help="Comm-group JSON (default: PREFIX.comm_groups.json beside the traces)."
     ),
-    congestion: Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend to fit."),
+    congestion: Congestion = typer.Option(
+        Congestion.aware, "--congestion", "--backend", help="Analytical backend to fit (aware | unaware)."
+    ),
     output: Optional[str] = typer.Option(
         None,
         "--output",

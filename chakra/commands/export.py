@@ -55,7 +55,10 @@ def astrasim_cmd(
         None, "--comm-group", help="Comm-group JSON of the input (default: PREFIX.comm_groups.json beside it)."
     ),
     backend: Congestion = typer.Option(
-        Congestion.aware, "--backend", help="ASTRA-sim binary: aware (1-D networks) | unaware."
+        Congestion.aware,
+        "--backend",
+        "--congestion",
+        help="ASTRA-sim binary: aware (1-D networks) | unaware.",
     ),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="Your network YAML (checked for this rank count and backend, then copied)."

@@ -47,7 +47,8 @@ _CommGroup = typer.Option(
     help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
     "Default: PREFIX.comm_groups.json beside the traces, if any.",
 )
-_Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend.")
+# One option, two spellings: ASTRA-sim's own (--congestion) and the name export/validate use (--backend).
+_Congestion = typer.Option(Congestion.aware, "--congestion", "--backend", help="Analytical backend (aware | unaware).")
 _Comm = typer.Option(CommMode.model, "--comm", help="model: network model; replay: recorded duration_micros.")
 _Corrected = typer.Option(
     False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."

@@ -12,6 +12,7 @@ linking script): no tool here records under those names, so the files are copied
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -205,6 +206,9 @@ def test_a_one_gpu_folder_without_rank_numbers(run_cli, tmp_path):
     _ok(run_cli("convert", "pytorch", str(src / "et.json.gz"), "-k", str(src / "kineto.json.gz"),
                 "-o", str(tmp_path / "named"), "-q"))  # fmt: skip
     assert (tmp_path / "folder.0.et").read_bytes() == (tmp_path / "named.0.et").read_bytes()
+    if importlib.util.find_spec("dask") is not None:  # on Dask too: one rank, rank 0
+        _ok(run_cli("convert", "pytorch", str(pair), "--workers", "1", "-o", str(tmp_path / "dask"), "-q"))
+        assert (tmp_path / "dask.0.et").read_bytes() == (tmp_path / "named.0.et").read_bytes()
     # The same ET piped in: one rank, the same trace as without its Kineto file named.
     _ok(
         run_cli("convert", "pytorch", "-", "-o", str(tmp_path / "piped"), "-q", input=(src / "et.json.gz").read_bytes())

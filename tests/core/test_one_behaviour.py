@@ -62,6 +62,20 @@ def test_a_named_one_npu_network_is_still_warned_about(one_gpu, run_cli, tmp_pat
     assert "1-NPU network" not in replay.stderr  # a replay sends nothing over it
 
 
+def test_the_backend_option_has_one_meaning_and_both_names(one_gpu, run_cli, tmp_path):
+    """simulate and calibrate said --congestion, export and validate --backend, and the messages
+    of each pointed at the other's word: every one takes both."""
+    one = json.loads(_ok(run_cli("simulate", str(one_gpu), "--backend", "unaware", "--json", "-q")).stdout)
+    other = json.loads(_ok(run_cli("simulate", str(one_gpu), "--congestion", "unaware", "--json", "-q")).stdout)
+    assert one["settings"]["congestion"] == other["settings"]["congestion"] == "unaware"
+    assert one["finish_ns"] == other["finish_ns"]
+    res = _ok(run_cli("export", "astra-sim", str(one_gpu), "--congestion", "unaware", "-o", str(tmp_path / "exp")))
+    assert "AstraSim_Analytical_Congestion_Unaware" in res.stdout  # the command line it prints
+    for cmd in (["validate", "--for", "astra-sim"], ["calibrate"]):
+        res = run_cli(*cmd, str(one_gpu), "--backend", "bogus")
+        assert res.exit_code == 2 and "No such option" not in res.stderr, res.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # Help reflows
 
