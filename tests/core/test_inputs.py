@@ -234,3 +234,14 @@ def test_other_converters_take_folders_patterns_and_stdin(ddp2_run, samples_dir,
     _ok(run_cli("convert", "text", "-", "--npus", "4", "-o", str(tmp_path / "t1"), "-q", input=text.read_bytes()))
     _ok(run_cli("convert", "text", str(text), "--npus", "4", "-o", str(tmp_path / "t2"), "-q"))
     assert (tmp_path / "t1.3.et").read_bytes() == (tmp_path / "t2.3.et").read_bytes()
+
+
+def test_the_inputs_table_names_every_command_and_format():
+    from chakra.cli import COMMANDS
+    from chakra.converters import PLUGINS
+
+    text = (REPO / "docs" / "inputs.md").read_text()
+    table = text.split("## Which command takes what", 1)[1].split("\n## ", 1)[0]
+    missing = [c for c in COMMANDS if f"`{c}" not in table and f" `{c}`" not in table and f"`{c} " not in table]
+    missing += [f for f in PLUGINS if f not in table]
+    assert not missing, f"docs/inputs.md does not say what these take: {missing}"
