@@ -14,9 +14,9 @@ An input argument is, tried in this order:
 - otherwise a PREFIX: every `PREFIX.<rank>.et` trace (also `.et.gz`, `.json`, `.json.gz`), or for
   a converter every `PREFIX.<rank>EXT`, `PREFIX_<rank>EXT` or `PREFIX-<rank>EXT` input.
 
-In folders and pattern matches, files whose names carry no rank number (a `manifest.json` beside
-the traces) are skipped and reported to the caller, unless that leaves nothing. The table of which
-command takes what is docs/inputs.md.
+In a converter's folders and pattern matches, files that are not the format's (a `manifest.json`
+beside the traces, told by content: the caller's `wanted`) are skipped and reported to the caller,
+unless that leaves nothing. The table of which command takes what is docs/inputs.md.
 
 This module sits just above `chakra.files`, below `chakra.io` (whose `read_traces` uses it): it
 imports nothing of chakra but `chakra.files` and `chakra.errors`.
@@ -190,16 +190,12 @@ def _has_suffix(name: str, suffixes: tuple[str, ...]) -> bool:
     return not suffixes or name.lower().endswith(suffixes)
 
 
-def _ranked(
-    found: list[Path],
-    rank_of: Callable[[Path], Optional[int]],
-    keep_unranked: Optional[Callable[[Path], bool]],
-    skipped: list[Path],
-) -> list[Path]:
-    """The files of a folder or pattern: those without a rank number are skipped unless
-    `keep_unranked` takes them (their content is the format's) or that leaves nothing (a folder
-    holding one trace needs no rank in its name)."""
-    kept = [p for p in found if rank_of(p) is not None or (keep_unranked is not None and keep_unranked(p))]
+def _wanted(found: list[Path], wanted: Optional[Callable[[Path], bool]], skipped: list[Path]) -> list[Path]:
+    """The files of a folder or pattern that `wanted` takes; a lone file is kept regardless (the
+    converter then says what is wrong with it)."""
+    if wanted is None:
+        return found
+    kept = [p for p in found if wanted(p)]
     if not kept and len(found) == 1:
         return found
     skipped.extend(p for p in found if p not in kept)
@@ -209,19 +205,17 @@ def _ranked(
 def expand_files(
     args: Sequence[PathLike],
     suffixes: Sequence[str],
-    rank_of: Callable[[Path], Optional[int]],
     *,
+    wanted: Optional[Callable[[Path], bool]] = None,
     what: str = "input",
     keep_folder: Optional[Callable[[Path], bool]] = None,
-    keep_unranked: Optional[Callable[[Path], bool]] = None,
     allow_stdin: bool = True,
 ) -> tuple[list[Path], list[Path]]:
     """(files, skipped) named by a converter's arguments: files as given, folders searched (with
     their subfolders) for files ending in one of `suffixes`, patterns expanded, PREFIXes as every
     `PREFIX.<rank>EXT` (also `_` or `-` before the rank). `skipped`: folder entries and pattern
-    matches whose names carry no rank (`rank_of` gives None) and that `keep_unranked` does not
-    take. `keep_folder(path)`: a folder that is itself one input (BigSim logs). Each file appears
-    once, in the order found."""
+    matches that `wanted` does not take. `keep_folder(path)`: a folder that is itself one input
+    (BigSim logs). Each file appears once, in the order found."""
     ends = tuple(s.lower() for s in suffixes)
     files: list[Path] = []
     skipped: list[Path] = []
@@ -242,14 +236,14 @@ def expand_files(
             )
             if not found:
                 raise InputError(f"{p}: no {what} files ({', '.join(suffixes)}) in this folder")
-            files.extend(_ranked(found, rank_of, keep_unranked, skipped))
+            files.extend(_wanted(found, wanted, skipped))
         elif is_special(p):
             check_input(p, what)
         elif is_pattern(text):
             found = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
             if not found:
                 raise InputError(f"{text}: the pattern matches no file")
-            files.extend(_ranked(found, rank_of, keep_unranked, skipped))
+            files.extend(_wanted(found, wanted, skipped))
         else:
             found = _prefixed(p, ends)
             if not found:

@@ -301,14 +301,13 @@ def expand_inputs(
 ) -> tuple[list[Path], list[Path]]:
     """(files, skipped) that a converter's arguments name (`chakra.inputs.expand_files`): files,
     folders searched for the format's files (and its `COMPANIONS`'), quoted patterns, PREFIXes
-    and `-`. In a folder or a pattern's matches, a file whose name holds no rank number is kept
-    only when the format recognises its content (a `timing.json` beside the traces is skipped).
-    `fmt` None (`convert auto`): any format's files. A folder the format reads as a whole
-    (`accept_dir`: BigSim logs) stays one input, and so do the files of such a format, which need
-    no rank in their names (a BigSim log set is read together). `note(line)` hears of each file
-    skipped."""
+    and `-`. In a folder or a pattern's matches, a file is kept when the format (or a companion)
+    recognises its first bytes (`read_prefix`, 64 KiB): a `manifest.json` or `timing.json` beside
+    the traces is skipped, and `-k FOLDER` takes the Kineto traces of a folder that holds the ETs
+    too. `fmt` None (`convert auto`): any format's files. A folder the format reads as a whole
+    (`accept_dir`: BigSim logs) stays one input, and the files of such a format are all kept (a
+    BigSim log set is read together). `note(line)` hears of each file skipped."""
     from chakra.inputs import expand_files
-    from chakra.ranks import rank_of
 
     if fmt is None:
         modules = list(plugins().values())
@@ -320,7 +319,7 @@ def expand_inputs(
     def keep_folder(path: Path) -> bool:
         return any(accept(path) for accept in folder_readers)
 
-    def is_theirs(path: Path) -> bool:  # a file named without a rank, but one of the formats'
+    def is_theirs(path: Path) -> bool:
         head = read_prefix(path)
         return bool(head) and any(m.accept(head) for m in modules)
 
@@ -328,15 +327,14 @@ def expand_inputs(
     files, skipped = expand_files(
         args,
         _suffixes(modules),
-        (lambda p: 0) if whole_sets else rank_of,
+        wanted=None if whole_sets else is_theirs,
         what=f"{fmt} input" if fmt else "trace",
         keep_folder=keep_folder if folder_readers else None,
-        keep_unranked=is_theirs,
         allow_stdin=allow_stdin,
     )
     if note is not None:
         for path in skipped:
-            note(f"skipped {path}: no rank number in its name, and not a {fmt or 'trace'} input by its content")
+            note(f"skipped {path}: not {'a ' + fmt + ' input' if fmt else 'a trace of any format'}")
     return files, skipped
 
 

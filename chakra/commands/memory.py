@@ -46,6 +46,7 @@ def memory_cmd(
     [bold]chakra memory out/ddp2 -k kineto.0.json.gz -k kineto.1.json.gz[/]
     """
     from chakra.columns import open_traces
+    from chakra.converters import expand_inputs
     from chakra.errors import InputError
     from chakra.footprint import allocator_profile, measured_figure, parse_bytes, rank_footprints
 
@@ -58,7 +59,8 @@ def memory_cmd(
     with handle_errors():
         loaded = open_traces(traces)
         report = rank_footprints(loaded, device=device, top=top, capacity=cap)
-        if kineto:
+        if kineto:  # named as convert pytorch's -k: files, a folder, a pattern, a PREFIX
+            kineto = expand_inputs("kineto", kineto, note=lambda line: info(line, quiet or json_out))[0]
             profiles = [allocator_profile(p) for p in kineto]
             by_rank = _pair(profiles, list(report["ranks"]))
             for rank, prof in by_rank.items():

@@ -245,3 +245,16 @@ def test_the_inputs_table_names_every_command_and_format():
     missing = [c for c in COMMANDS if f"`{c}" not in table and f" `{c}`" not in table and f"`{c} " not in table]
     missing += [f for f in PLUGINS if f not in table]
     assert not missing, f"docs/inputs.md does not say what these take: {missing}"
+
+
+def test_kineto_options_take_a_folder_shared_with_the_ets(samples_dir, run_cli, tmp_path):
+    """`-k FOLDER` (convert pytorch, memory) keeps the folder's Kineto traces, told by content."""
+    d = samples_dir / "pytorch" / "ddp2mem"
+    ets = [str(d / "et.0.json.gz"), str(d / "et.1.json.gz")]
+    kins = [str(d / "kineto.0.json.gz"), str(d / "kineto.1.json.gz")]
+    _ok(run_cli("convert", "pytorch", *ets, "-k", kins[0], "-k", kins[1], "-o", str(tmp_path / "named"), "-q"))
+    _ok(run_cli("convert", "pytorch", *ets, "-k", str(d), "-o", str(tmp_path / "folder"), "-q"))
+    assert _rank_bytes(tmp_path / "folder") == _rank_bytes(tmp_path / "named")
+    named = json.loads(_ok(run_cli("memory", str(tmp_path / "named"), "-k", kins[0], "-k", kins[1], "--json")).stdout)
+    folder = json.loads(_ok(run_cli("memory", str(tmp_path / "named"), "-k", str(d), "--json")).stdout)
+    assert folder == named and named["ranks"]["1"]["allocator"]["kineto"] == kins[1]
