@@ -37,7 +37,7 @@ def calibrate_cmd(
         "-o",
         help="Output prefix: OUT.network.yml, OUT.system.json, OUT.calibration.json (default: PREFIX.calibrated).",
     ),  # fmt: skip
-    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report with the plots."),
+    report: Optional[Path] = typer.Option(None, "--html", "--report", help="Also write an HTML report with the plots."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:

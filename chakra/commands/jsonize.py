@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from chakra.cli_common import TRACES_HELP, QuietOption, handle_errors, info
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, handle_errors
 from chakra.files import STDIN
 from chakra.inputs import output_stem
 from chakra.io import expand_trace_args, output_set, rank_path, read_trace, write_trace
@@ -51,16 +51,25 @@ def jsonize(
         help="Output file (one input) or PREFIX (writes PREFIX.<rank>.json). Default: beside each input.",
     ),
     quiet: bool = QuietOption,
+    json_out: bool = JsonOption,
 ) -> None:
     """Write the lossless JSON form of .et traces (round-trips byte-identically with dejsonize).
 
     Example: [bold]chakra jsonize run.0.et -o run.0.json[/]; add .gz to compress.
     """
-    with handle_errors(), output_set():
-        for src, dst, rank in _targets(inputs, output, ".json"):
-            trace = read_trace(src, rank=rank)
-            write_trace(dst, trace)
-            info(f"wrote {dst} ({len(trace.nodes):,} nodes)", quiet)
+    from chakra.converters.chakra_json.cli import print_written
+    from chakra.converters.result import ConversionResult
+
+    written: list[Path] = []
+    nodes: list[int] = []
+    with handle_errors():
+        with output_set():
+            for src, dst, rank in _targets(inputs, output, ".json"):
+                trace = read_trace(src, rank=rank)
+                written.append(write_trace(dst, trace))
+                nodes.append(len(trace.nodes))
+        print_written(ConversionResult(written, {"written": [str(p) for p in written], "nodes": nodes}, []), quiet,
+                      json_out)  # fmt: skip
 
 
 def dejsonize(
@@ -72,6 +81,7 @@ def dejsonize(
         help="Output file (one input) or PREFIX (writes PREFIX.<rank>.et). Default: beside each input.",
     ),
     quiet: bool = QuietOption,
+    json_out: bool = JsonOption,
 ) -> None:
     """Turn JSON traces back into .et (also reads the official feeder's JSON form).
 
@@ -90,7 +100,7 @@ def dejsonize(
         else:  # several inputs: OUTPUT is a PREFIX (a trailing ".et" the user typed is not part of it)
             prefix = Path(_strip(str(output)))
             name = lambda _src, rank: rank_path(prefix, rank)  # noqa: E731
-        print_written(write_et(sources, name), quiet)
+        print_written(write_et(sources, name), quiet, json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -58,7 +58,7 @@ def whatif_cmd(
     ),
     rank: Optional[int] = typer.Option(None, "--rank", help="straggler: the rank whose compute is slowed."),
     ranks: Optional[int] = typer.Option(
-        None, "--ranks", "-n", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
+        None, "--ranks", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
     ),
     stage: Optional[int] = typer.Option(
         None, "--stage", help="zero: ZeRO stage (1 optimizer state, 2 +gradients, 3 +parameters)."
@@ -98,8 +98,10 @@ def whatif_cmd(
     compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
     memory_speedup: float = typer.Option(2.0, "--memory-speedup", help="amp: memory-bound kernel speedup."),
     ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
-    network: Optional[Path] = typer.Option(None, "--network", help="Network config (for data-parallel: N ranks)."),
-    system: Optional[Path] = typer.Option(None, "--system", help="System config."),
+    network: Optional[Path] = typer.Option(
+        None, "--network", "-n", help="Network config (for data-parallel: N ranks)."
+    ),
+    system: Optional[Path] = typer.Option(None, "--system", "-s", help="System config."),
     comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),

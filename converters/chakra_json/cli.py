@@ -7,13 +7,17 @@ from typing import Any, Callable
 
 import typer
 
-from chakra.cli_common import QuietOption, handle_errors, info
+from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json
 from chakra.converters import expand_inputs
 from chakra.converters.result import ConversionResult
 
 
-def print_written(result: ConversionResult, quiet: bool) -> None:
-    """`wrote PATH (N nodes)` per file (convert json and dejsonize print the same)."""
+def print_written(result: ConversionResult, quiet: bool, json_out: bool = False) -> None:
+    """`wrote PATH (N nodes)` per file, or with --json `{"written": [...], "nodes": [...]}` on stdout
+    (convert json, dejsonize and jsonize print the same)."""
+    if json_out:
+        print_json(result.summary)
+        return
     for path, n in zip(result.paths, result.summary["nodes"]):
         info(f"wrote {path} ({n:,} nodes)", quiet)
 
@@ -27,7 +31,8 @@ def register(app: typer.Typer, convert: Callable[..., Any], help_text: str) -> N
         ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         quiet: bool = QuietOption,
+        json_out: bool = JsonOption,
     ) -> None:
         with handle_errors():
-            files, _ = expand_inputs("json", inputs, note=lambda line: info(line, quiet))
-            print_written(convert(files, output), quiet)
+            files, _ = expand_inputs("json", inputs, note=lambda line: info(line, quiet or json_out))
+            print_written(convert(files, output), quiet, json_out)

@@ -76,6 +76,60 @@ def test_the_backend_option_has_one_meaning_and_both_names(one_gpu, run_cli, tmp
         assert res.exit_code == 2 and "No such option" not in res.stderr, res.stderr
 
 
+def _commands() -> dict[str, object]:
+    """Every leaf command, by its full name (`convert pytorch`, `generate spec`, ...)."""
+    import click
+    import typer
+
+    from chakra.cli import app
+
+    group = typer.main.get_group(app)
+    ctx = click.Context(group)
+    out: dict[str, object] = {}
+
+    def walk(cmd, name):
+        if hasattr(cmd, "list_commands"):
+            for sub in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, sub), f"{name} {sub}".strip())
+        else:
+            out[name] = cmd
+
+    walk(group, "")
+    return out
+
+
+def test_an_option_name_means_one_thing_in_every_command():
+    """-n/--network, -s/--system, -m/--memory, -o/--output, -q/--quiet, --json: one spelling, one
+    meaning; every command prints --json for scripts except `report`, whose output is a page."""
+    shorts: dict[str, set[str]] = {}
+    for name, cmd in _commands().items():
+        opts = {}
+        for p in cmd.params:
+            if type(p).__name__.endswith("Option"):
+                for o in p.opts:
+                    opts[o] = p.opts[0]
+        for short, long in (("-s", "--system"), ("-m", "--memory"), ("-o", "--output"), ("-q", "--quiet")):
+            if short in opts:
+                shorts.setdefault(short, set()).add(opts[short])
+            if long in opts:
+                assert opts.get(short) == opts[long], f"{name}: {long} without {short}"
+        if "--network" in opts:
+            assert opts.get("-n") == "--network", f"{name}: -n is {opts.get('-n')}, not --network"
+        assert "-q" in opts, name
+        if name != "report":
+            assert "--json" in opts, f"{name} has no --json"
+    assert all(len(v) == 1 for v in shorts.values()), shorts
+
+
+def test_json_for_the_trace_writers_too(one_gpu, run_cli, tmp_path):
+    out = json.loads(_ok(run_cli("jsonize", str(one_gpu), "-o", str(tmp_path / "j"), "--json")).stdout)
+    assert out == {"written": [str(tmp_path / "j.0.json")], "nodes": [11326]}
+    back = json.loads(_ok(run_cli("dejsonize", str(tmp_path / "j"), "-o", str(tmp_path / "e"), "--json")).stdout)
+    assert back["nodes"] == [11326] and (tmp_path / "e.0.et").read_bytes() == Path(f"{one_gpu}.0.et").read_bytes()
+    same = json.loads(_ok(run_cli("convert", "json", str(tmp_path), "-o", str(tmp_path / "c"), "--json")).stdout)
+    assert same["nodes"] == [11326]
+
+
 # ---------------------------------------------------------------------------------------------
 # Help reflows
 
