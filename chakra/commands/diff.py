@@ -51,7 +51,8 @@ def diff_cmd(
         if json_out:
             print_json({"summary": summary, "classes": rows, "units": "ns"})
             return
-        t = Table(title=f"{b} vs {a} (µs; delta = B - A)", title_justify="left")
+        t = Table(title=f"A = {a}, B = {b} (µs; delta = B - A)", title_justify="left")
+        t.caption = "total: the durations of the class's nodes added up over every rank (work, not a step time)"
         for col in ("operator class", "count A", "count B", "total A", "total B", "delta", "delta %"):
             t.add_column(col, justify="left" if col == "operator class" else "right")
         for r in rows[: top or None]:
@@ -67,7 +68,8 @@ def diff_cmd(
             )
         console.print(t)
         console.print(
-            f"total: A {tot_a / 1e3:,.1f} µs in {summary['count_a']:,} nodes, B {tot_b / 1e3:,.1f} µs in "
+            f"durations summed over every node and rank: A {tot_a / 1e3:,.1f} µs in {summary['count_a']:,} nodes, "
+            f"B {tot_b / 1e3:,.1f} µs in "
             f"{summary['count_b']:,} nodes, delta {summary['delta_ns'] / 1e3:+,.1f} µs; {len(rows)} classes"
         )
 

@@ -130,6 +130,10 @@ def _print(report: dict[str, Any], top: int) -> None:
         if cap is not None:
             row.append("yes" if r["fits"] else "[red]NO[/]")
         t.add_row(*row)
+    t.caption = (
+        "peak = resident + step peak: resident, the tensors that existed before the trace (parameters, "
+        "optimizer state, inputs); step peak, the most the traced operators' own tensors add at once"
+    )
     console.print(t)
     if with_alloc:
         console.print(

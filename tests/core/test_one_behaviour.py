@@ -208,3 +208,12 @@ def test_stats_labels_compute_as_summed_cpu_and_gpu_time(one_gpu, run_cli):
 def test_simulate_says_its_compute_is_busy_time(one_gpu, run_cli):
     table = " ".join(_ok(run_cli("simulate", str(one_gpu), "--comm", "replay")).stdout.split())
     assert "compute, comm: time busy with them" in table
+
+
+def test_diff_and_memory_say_what_their_totals_are(one_gpu, run_cli, tmp_path):
+    _ok(run_cli("interpolate", str(one_gpu), "--scale", "0.5", "-o", str(tmp_path / "half"), "-q"))
+    text = " ".join(_ok(run_cli("diff", str(one_gpu), str(tmp_path / "half"))).stdout.split())
+    assert f"A = {one_gpu}, B = {tmp_path / 'half'}" in text
+    assert "added up over every rank (work, not a step time)" in text and "durations summed over every node" in text
+    mem = " ".join(_ok(run_cli("memory", str(one_gpu))).stdout.split())
+    assert "peak = resident + step peak" in mem
