@@ -215,7 +215,8 @@ def expand_files(
     their subfolders) for files ending in one of `suffixes`, patterns expanded, PREFIXes as every
     `PREFIX.<rank>EXT` (also `_` or `-` before the rank). `skipped`: folder entries and pattern
     matches that `wanted` does not take. `keep_folder(path)`: a folder that is itself one input
-    (BigSim logs). Each file appears once, in the order found."""
+    (BigSim logs). A file a folder, pattern or PREFIX names again is taken once; a file named
+    twice by hand stays twice (the converter says why that cannot be: two files for one rank)."""
     ends = tuple(s.lower() for s in suffixes)
     files: list[Path] = []
     skipped: list[Path] = []
@@ -236,22 +237,26 @@ def expand_files(
             )
             if not found:
                 raise InputError(f"{p}: no {what} files ({', '.join(suffixes)}) in this folder")
-            files.extend(_wanted(found, wanted, skipped))
+            _add_new(files, _wanted(found, wanted, skipped))
         elif is_special(p):
             check_input(p, what)
         elif is_pattern(text):
             found = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
             if not found:
                 raise InputError(f"{text}: the pattern matches no file")
-            files.extend(_wanted(found, wanted, skipped))
+            _add_new(files, _wanted(found, wanted, skipped))
         else:
             found = _prefixed(p, ends)
             if not found:
                 raise InputError(f"{arg}: no such file, folder or PREFIX (no {arg}.<rank>... files)")
-            files.extend(found)
-    seen: set[Path] = set()
-    unique = [p for p in files if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
-    return unique, skipped
+            _add_new(files, found)
+    return files, skipped
+
+
+def _add_new(files: list[Path], found: list[Path]) -> None:
+    """Append the files of `found` that `files` does not hold yet (a set: folders hold thousands)."""
+    have = set(files)
+    files.extend(f for f in found if f not in have)
 
 
 def _prefixed(prefix: Path, ends: tuple[str, ...]) -> list[Path]:
