@@ -258,3 +258,12 @@ def test_kineto_options_take_a_folder_shared_with_the_ets(samples_dir, run_cli, 
     named = json.loads(_ok(run_cli("memory", str(tmp_path / "named"), "-k", kins[0], "-k", kins[1], "--json")).stdout)
     folder = json.loads(_ok(run_cli("memory", str(tmp_path / "named"), "-k", str(d), "--json")).stdout)
     assert folder == named and named["ranks"]["1"]["allocator"]["kineto"] == kins[1]
+
+
+def test_a_spec_on_standard_input_is_the_spec_file(run_cli, tmp_path):
+    spec = REPO / "examples" / "two_stage_pipeline.yaml"
+    _ok(run_cli("generate", "spec", "-", "-o", str(tmp_path / "piped"), "-q", input=spec.read_bytes()))
+    _ok(run_cli("generate", "spec", str(spec), "-o", str(tmp_path / "named"), "-q"))
+    assert [(tmp_path / f"piped.{r}.et").read_bytes() for r in range(4)] == [
+        (tmp_path / f"named.{r}.et").read_bytes() for r in range(4)
+    ]
