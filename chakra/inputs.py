@@ -72,8 +72,11 @@ def stdin_file() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="chakra-stdin-"))
     atexit.register(shutil.rmtree, folder, True)
     path = folder / "stdin"
-    with open(path, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, 8 << 20)
+    try:
+        with open(path, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out, 8 << 20)
+    except OSError as exc:  # a full temporary folder: say where, not a traceback
+        raise InputError(f"-: cannot copy standard input to {folder}: {exc.strerror or exc}") from None
     if path.stat().st_size == 0:
         raise InputError("-: standard input is empty")
     _stdin_copy = (sys.stdin, path)

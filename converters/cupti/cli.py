@@ -15,7 +15,10 @@ from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOpt
 def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("cupti")
     def convert_cupti(
-        inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
+        inputs: list[Path] = typer.Argument(
+            ...,
+            help="CUPTI records (JSON Lines, array, or {records: [...]}): files, folders, quoted globs, PREFIXes or -.",
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         per: Per = PerOption,
         gaps: bool = GapsOption,

@@ -22,7 +22,11 @@ from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOpt
 def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("nsys")
     def convert_nsys(
-        inputs: list[Path] = typer.Argument(..., help="Nsight Systems SQLite exports (nsys export --type sqlite)."),
+        inputs: list[Path] = typer.Argument(
+            ...,
+            help="Nsight Systems SQLite exports (nsys export --type sqlite): files, folders, quoted globs, "
+            "PREFIXes or -.",
+        ),
         output: Optional[Path] = typer.Option(
             None, "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (needed unless --cupti-records)."
         ),

@@ -55,10 +55,15 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("pytorch")
     def pytorch_cmd(
         inputs: list[Path] = typer.Argument(
-            ..., help="Execution Trace files (.json, .json.gz, .tar.gz); Kineto files given here are recognised too."
+            ...,
+            help="Execution Traces (.json, .json.gz, .tar.gz): files, folders, quoted globs, PREFIXes or -; "
+            "Kineto files given here are recognised too.",
         ),  # fmt: skip
         kineto: Optional[list[Path]] = typer.Option(
-            None, "--kineto", "-k", help="Kineto trace(s) of the same run (repeat the option per rank)."
+            None,
+            "--kineto",
+            "-k",
+            help="Kineto trace(s) of the same run (repeat the option per rank; a folder or glob names them all).",
         ),  # fmt: skip
         output: Path = typer.Option(
             ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
@@ -82,8 +87,16 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         The official linked host + device files (chakra_trace_link's "ET+", older et_plus files)
         are read alone, one per rank: chakra convert pytorch linked.0.json linked.1.json -o out/ddp
 
-        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task and INPUT may be
-        folders or quoted globs ('traces/*.json'); ranks come from the names (et.12.json, rank12/):
+        INPUT may be files, a folder of a run (its ETs and Kineto traces are told apart by content
+        and paired by rank: et.N.json + kineto.N.json, PARAM's dlrm_eg_N.json +
+        workerN_step_*.pt.trace.json, rank-N.*.pt.trace.json, rank12/), a quoted glob
+        ('traces/*.json'), a PREFIX (traces/et) or - (standard input); -k takes the same (see
+        docs/inputs.md):
+
+          chakra convert pytorch traces/ -o out/job
+
+        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task, on the same
+        inputs:
 
           chakra convert pytorch traces/ --workers 8 -o out/job
         """
@@ -102,7 +115,9 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
 def add_kineto_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("kineto")
     def kineto_cmd(
-        inputs: list[Path] = typer.Argument(..., help="Kineto (PyTorch profiler) trace files, one per rank."),
+        inputs: list[Path] = typer.Argument(
+            ..., help="Kineto (PyTorch profiler) traces, one per rank: files, folders, quoted globs, PREFIXes or -."
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
