@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from chakra.converters.batch import BatchTask, RunOnWorkers, task_error, task_result
 from chakra.errors import ChakraError
@@ -29,15 +29,29 @@ def rank_task(rank: int, files: list[str], kineto: list[str], out: str, options:
 def batch_tasks(
     inputs: Sequence[Path], companions: Sequence[Path], prefix: Path, options: dict[str, Any], run: RunOnWorkers
 ) -> list[BatchTask]:
-    """One task per rank: the ETs and Kineto traces whose names give that rank."""
+    """One task per rank: the ETs and Kineto traces of that rank. A Kineto trace's rank is the one
+    its `distributedInfo` records (read from its head), else its name's, as on the plain path
+    (`driver.gather_inputs`): a profiler's default names (`host_pid.timestamp.pt.trace.json`) pair
+    on Dask too."""
     from chakra.ranks import by_rank
 
     tasks = []
-    for rank, (plain, kin) in by_rank(inputs, companions).items():
+    for rank, (plain, kin) in by_rank(inputs, companions, _recorded_rank).items():
         out = str(rank_path(prefix, rank))
         args = (rank, [str(Path(p).absolute()) for p in plain], [str(Path(p).absolute()) for p in kin], out, options)
         tasks.append(BatchTask(rank_task, args, [str(p) for p in (*plain, *kin)], rank, out))
     return tasks
+
+
+def _recorded_rank(path: Path) -> Optional[int]:
+    """distributedInfo.rank of a Kineto trace (its first 200 KB), else the rank its name gives."""
+    from chakra.converters import read_prefix
+    from chakra.converters.kineto.trace import sniff_kineto_head
+    from chakra.ranks import KINETO_HEAD, kineto_rank, rank_of
+
+    head = read_prefix(path, KINETO_HEAD)
+    recorded = kineto_rank(head) if sniff_kineto_head(head[:65536]) else None
+    return recorded if recorded is not None else rank_of(path)
 
 
 def kineto_batch_tasks(

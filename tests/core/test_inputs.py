@@ -267,3 +267,20 @@ def test_a_spec_on_standard_input_is_the_spec_file(run_cli, tmp_path):
     assert [(tmp_path / f"piped.{r}.et").read_bytes() for r in range(4)] == [
         (tmp_path / f"named.{r}.et").read_bytes() for r in range(4)
     ]
+
+
+def test_profiler_default_names_pair_by_distributed_info_on_both_paths(ddp2_run, samples_dir, run_cli, tmp_path):
+    """torch.profiler's tensorboard_trace_handler names a trace `<host>_<pid>.<timestamp>.pt.trace.json`:
+    no rank in the name, and its last number is a timestamp. The rank is the one the trace records
+    (distributedInfo.rank), with and without --workers."""
+    d = samples_dir / "pytorch" / "ddp2"
+    folder = tmp_path / "tb"
+    folder.mkdir()
+    for r, (pid, stamp) in enumerate(((48213, 1697596714999), (48214, 1697596714311))):
+        shutil.copy(d / f"et.{r}.json", folder / f"et.{r}.json")
+        shutil.copy(d / f"kineto.{r}.json", folder / f"gpuhost_{pid}.{stamp}.pt.trace.json")
+    _ok(run_cli("convert", "pytorch", str(folder), "-o", str(tmp_path / "plain"), "-q"))
+    assert _rank_bytes(tmp_path / "plain") == _rank_bytes(ddp2_run)
+    pytest.importorskip("dask.distributed")
+    _ok(run_cli("convert", "pytorch", str(folder), "--workers", "2", "-o", str(tmp_path / "dask"), "-q"))
+    assert _rank_bytes(tmp_path / "dask") == _rank_bytes(ddp2_run)
