@@ -129,7 +129,9 @@ def handle_errors() -> Iterator[None]:
     except ChakraError as exc:
         if state.debug:
             raise
-        err_console.print(f"[bold red]error:[/] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+        from chakra.inputs import as_typed  # standard input's copy is `-` to the user
+
+        err_console.print(f"[bold red]error:[/] {_escape(as_typed(str(exc)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         say_interrupted()

@@ -83,6 +83,13 @@ def stdin_file() -> Path:
     return path
 
 
+def as_typed(message: str) -> str:
+    """`message` with the path of standard input's copy written as the user typed it: `-`."""
+    if _stdin_copy is None:
+        return message
+    return message.replace(str(_stdin_copy[1]), "-")
+
+
 def _stdin(allow: bool, what: str) -> Path:
     if not allow:
         raise InputError(f"-: standard input is not an input here; give a {what} by name")

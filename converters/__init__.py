@@ -330,7 +330,7 @@ def expand_inputs(
         wanted=None if whole_sets else is_theirs,
         what=f"{fmt} input" if fmt else "trace",
         keep_folder=keep_folder if folder_readers else None,
-        allow_stdin=allow_stdin,
+        allow_stdin=allow_stdin and not whole_sets,  # a log set is read by its files' names
     )
     if note is not None:
         for path in skipped:

@@ -284,3 +284,13 @@ def test_profiler_default_names_pair_by_distributed_info_on_both_paths(ddp2_run,
     pytest.importorskip("dask.distributed")
     _ok(run_cli("convert", "pytorch", str(folder), "--workers", "2", "-o", str(tmp_path / "dask"), "-q"))
     assert _rank_bytes(tmp_path / "dask") == _rank_bytes(ddp2_run)
+
+
+def test_messages_call_standard_input_dash(samples_dir, run_cli):
+    """An error about what came in on standard input names it as the user typed it, `-`, never the
+    temporary copy."""
+    manifest = (samples_dir / "pytorch" / "ddp2" / "manifest.json").read_bytes()
+    res = run_cli("convert", "pytorch", "-", "-o", "unused", input=manifest)
+    assert res.exit_code == 1 and res.stderr.startswith("error: -: ") and "chakra-stdin" not in res.stderr
+    res = run_cli("convert", "bigsim", "-", "-o", "unused", input=manifest)
+    assert res.exit_code == 1 and "standard input is not an input here" in res.stderr
