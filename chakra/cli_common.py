@@ -91,6 +91,11 @@ class MissingDeps(str, Enum):
 # Reusable option declarations so every subcommand spells them the same way.
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or informational messages.")
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+#: What a trace argument may be, said the same way by every command (chakra/inputs.py, docs/inputs.md).
+TRACES_HELP = (
+    "Traces: a PREFIX (every PREFIX.<rank>.et), trace files, a folder of rank files, a quoted pattern "
+    "('out/run.*.et') or - (standard input)"
+)
 #: Writers of traces (convert pytorch, generate, synthesize, whatif): process groups always go to
 #: PREFIX.comm_groups.json; the PyTorch-style METADATA node only on request, as ASTRA-sim aborts on it.
 MetadataNodeOption = typer.Option(
@@ -124,7 +129,9 @@ def handle_errors() -> Iterator[None]:
     except ChakraError as exc:
         if state.debug:
             raise
-        err_console.print(f"[bold red]error:[/] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+        from chakra.inputs import as_typed  # standard input's copy is `-` to the user
+
+        err_console.print(f"[bold red]error:[/] {_escape(as_typed(str(exc)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except ReaderGone:  # `| head` has what it wanted: a quiet end, as `cat` has
         raise typer.Exit(0) from None

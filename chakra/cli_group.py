@@ -4,10 +4,16 @@
 numpy, protobuf): the group lists its commands from a table of one-line descriptions, shows those
 in its help, and imports a command's module the first time that command is looked up to run (or
 to show its own `--help`).
+
+Help texts are written as docstrings, with line breaks where the source wraps; `reflow` turns
+those into paragraphs, so that the help reads as sentences at any width (a terminal, or 80
+columns when piped), while indented lines (examples) keep their own lines.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any, Callable, Optional
 
 from typer.core import TyperCommand, TyperGroup
@@ -65,11 +71,53 @@ class LazyGroup(TyperGroup):
             self._listing = False
 
 
+# A line that stands on its own in a help text: indented (an example, a literal block), a list
+# item, or a command line written flush left ("chakra memory out/ddp4 ...").
+_OWN_LINE = re.compile(r"[ \t]|[-*•] |(?:\[bold\])?chakra |\$ ")
+
+
+def reflow(text: Optional[str]) -> Optional[str]:
+    """`text` with the source's line breaks inside a paragraph turned into spaces, except before
+    and after lines that stand on their own (see `_OWN_LINE`); paragraphs stay apart, and one
+    marked with click's `\\b` is left as it is."""
+    if not text:
+        return text
+    paragraphs = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):
+            paragraphs.append(para)
+            continue
+        lines: list[str] = []
+        joinable = False  # may the next line continue the last one?
+        for line in para.split("\n"):
+            own = bool(_OWN_LINE.match(line))
+            if lines and joinable and not own and line.strip():
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line)
+            joinable = not own
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def reflow_help(command: Any) -> Any:
+    """Reflow the help of a click command, of its parameters and of its subcommands."""
+    command.help = reflow(command.help)
+    for param in getattr(command, "params", ()):
+        if getattr(param, "help", None):
+            param.help = reflow(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        reflow_help(sub)
+    return command
+
+
 def command_from(register: Callable[[Any], None], name: str) -> Optional[Any]:
-    """The click command `name` that `register(typer_app)` defines (a command or a sub-group)."""
+    """The click command `name` that `register(typer_app)` defines (a command or a sub-group),
+    its help reflowed."""
     import typer
     import typer.main
 
     app = typer.Typer(rich_markup_mode="rich", context_settings={"help_option_names": ["-h", "--help"]})
     register(app)
-    return typer.main.get_group(app).commands.get(name)
+    command = typer.main.get_group(app).commands.get(name)
+    return None if command is None else reflow_help(command)

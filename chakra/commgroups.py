@@ -49,19 +49,25 @@ def find_beside(args: Sequence[Any]) -> Optional[Path]:
     """The `PREFIX.comm_groups.json` of the traces named by CLI-style arguments (PREFIXes, rank
     files, or Traces read from rank files), when exactly one such file exists; None otherwise (no
     file, or traces built in memory)."""
+    from chakra.errors import InputError
+    from chakra.inputs import expand_traces
+
     found: set[Path] = set()
     for arg in args:
         if not isinstance(arg, (str, os.PathLike)):
             arg = getattr(arg, "path", None)  # a Trace read from a file
             if arg is None:
                 return None
-        p = Path(arg)
-        prefix = prefix_of(p) if p.is_file() else p
-        if prefix is None:
-            continue
-        cand = comm_groups_path(prefix)
-        if cand.is_file():
-            found.add(cand)
+        try:  # a folder or a pattern: the PREFIXes of the rank files it names
+            files = [p for _, p in expand_traces([arg])]
+        except InputError:
+            files = []
+        for prefix in {prefix_of(p) for p in files} if files else {Path(arg)}:
+            if prefix is None:
+                continue
+            cand = comm_groups_path(prefix)
+            if cand.is_file():
+                found.add(cand)
     return found.pop() if len(found) == 1 else None
 
 

@@ -30,7 +30,8 @@ from google.protobuf.message import DecodeError
 
 from chakra.compression import GZIP_MAGIC, GuardedGzip
 from chakra.errors import InputError, OutputError, TraceFormatError, excerpt
-from chakra.files import WRITE_ERRNOS, check_input, create_temp, is_special, remove_stale_temps, write_error
+from chakra.files import WRITE_ERRNOS, check_input, create_temp, remove_stale_temps, write_error
+from chakra.inputs import TRACE_NAME, expand_traces
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -41,8 +42,7 @@ Progress = Callable[[int, int], None]
 
 _CHUNK = 8 << 20  # bytes read per refill; big enough that per-chunk overhead vanishes
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-# DOTALL and \Z: a file name holding a newline (written by another tool) still has a rank.
-_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.(?P<ext>et|et\.gz|json|json\.gz)\Z", re.DOTALL)
+_RANK_RE = TRACE_NAME  # PREFIX.<rank>.et (chakra.inputs)
 MAX_MESSAGE_BYTES = (2 << 30) - 1  # protobuf cannot parse a bigger message
 MAX_EMPTY_MESSAGES = 1000
 
@@ -848,37 +848,11 @@ def write_rank_traces(prefix: PathLike, traces: Iterable[Trace], suffix: str = "
 def expand_trace_args(args: Sequence[PathLike]) -> list[tuple[Optional[int], Path]]:
     """Turn CLI trace arguments into (rank, path) pairs, sorted by rank within each prefix.
 
-    An argument naming an existing file is taken as is (rank from its name `X.<rank>.et`, if any).
-    Anything else is a PREFIX meaning every `PREFIX.<rank>.et` (or `.et.gz`, `.json`) file.
+    A file is taken as is (rank from its name `X.<rank>.et`, if any); a folder means its rank
+    files, a quoted pattern the trace files it matches, `-` standard input, anything else a PREFIX
+    meaning every `PREFIX.<rank>.et` (or `.et.gz`, `.json`) file: `chakra.inputs.expand_traces`.
     """
-    out: list[tuple[Optional[int], Path]] = []
-    for arg in args:
-        p = Path(arg)
-        if p.is_file():
-            out.append((rank_from_path(p), p))
-            continue
-        if p.is_dir():
-            raise InputError(f"{p}: is a directory; give a trace file or a PREFIX of PREFIX.<rank>.et files")
-        if is_special(p):
-            check_input(p, "trace file")
-        parent = p.parent if str(p.parent) else Path(".")
-        stem = p.name
-        found: dict[int, Path] = {}
-        if parent.is_dir():
-            # scandir: the directory listing says which entries are regular files (no stat per
-            # rank file, which thousands of ranks notice); symlinks are still followed
-            with os.scandir(parent) as entries:
-                for entry in entries:
-                    m = _RANK_RE.match(entry.name)
-                    if m and m.group("prefix") == stem and entry.is_file():
-                        rank = int(m.group("rank"))
-                        # Prefer .et over other forms when several exist for one rank.
-                        if rank not in found or entry.name.endswith(".et"):
-                            found[rank] = parent / entry.name
-        if not found:
-            raise InputError(f"{arg}: no such file, and no {arg}.<rank>.et files found")
-        out.extend((rank, found[rank]) for rank in sorted(found))
-    return out
+    return expand_traces(args)
 
 
 def open_each(

@@ -1,20 +1,22 @@
 """Rank numbers from input file names: the one parser every multi-rank input uses.
 
-A rank comes from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`),
-else the last number in the file name without its extensions (`et.12.json`, `kineto_12.json.gz`).
+A rank comes from `rank<N>` anywhere in the path (`rank12/trace.json`, `kineto_rank12.json`,
+HTA's `rank-12.<date>.pt.trace.json`) or `worker<N>` (the profiler's worker name, as in PARAM's
+`worker12_step_5.<timestamp>.pt.trace.json`), else the last number in the file name without its
+extensions (`et.12.json`, `kineto_12.json.gz`, PARAM's `dlrm_eg_12.json`).
 Our own outputs are named `PREFIX.<rank>.et` (`chakra.io.rank_path` / `rank_from_path`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
 from chakra.errors import InputError
 
-_RANK_WORD = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)
+_RANK_WORD = re.compile(r"(?:^|[^a-z])(?:rank|worker)[_-]?(\d+)", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+")
 _EXTENSIONS = (".gz", ".tgz", ".tar", ".json", ".trace", ".pt", ".sqlite", ".et")
 # A rank stated right before the extension: `et.3.json`, `rank_3.json.gz`, `w-3.pt.trace.json`.
@@ -22,11 +24,11 @@ _STATED = re.compile(r"(?:^|[._-])(?:rank[_-]?)?(\d+)\.(?:json|pt\.trace\.json)(
 #: the rank a Kineto trace records in its `distributedInfo` block; group 1 is all before the number
 KINETO_RANK = re.compile(rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)(\d+)')
 #: how far into a Kineto trace `distributedInfo` is looked for (PyTorch writes it near the top)
-_KINETO_HEAD = 200_000
+KINETO_HEAD = 200_000
 
 
 def rank_word(path: Path) -> Optional[int]:
-    """The rank a path spells as `rank<N>` (file name first, then its folders), or None."""
+    """The rank a path spells as `rank<N>` or `worker<N>` (file name first, then its folders), or None."""
     for part in (path, *path.parents):
         m = _RANK_WORD.search(part.name)
         if m:
@@ -75,7 +77,7 @@ def stated_rank(name: str) -> Optional[int]:
 
 def kineto_rank(raw: bytes) -> Optional[int]:
     """The rank a Kineto trace records (`distributedInfo.rank`), read from its head, or None."""
-    m = KINETO_RANK.search(raw[:_KINETO_HEAD])
+    m = KINETO_RANK.search(raw[:KINETO_HEAD])
     return int(m.group(2)) if m else None
 
 
@@ -84,12 +86,22 @@ def with_kineto_rank(raw: bytes, rank: int) -> bytes:
     return KINETO_RANK.sub(lambda m: m.group(1) + str(rank).encode(), raw, count=1)
 
 
-def by_rank(files: Sequence[Path], kineto: Sequence[Path] = ()) -> dict[int, tuple[list[Path], list[Path]]]:
-    """rank -> (files, kineto files); every file must name its rank."""
+def by_rank(
+    files: Sequence[Path], kineto: Sequence[Path] = (), rank_for: Callable[[Path], Optional[int]] = rank_of
+) -> dict[int, tuple[list[Path], list[Path]]]:
+    """rank -> (files, kineto files); every file must name its rank, except in a one-rank set (two
+    files at most, one of them naming no rank: a one-GPU recording's et.json + kineto.json), whose
+    rank is the one the other names, else 0, as the plain converter takes it (the worker then
+    refuses two files of one kind). `rank_for(path)`: the rank of a file (default: its name's)."""
+    if len(files) + len(kineto) <= 2:
+        ranks = {rank_for(p) for p in (*files, *kineto)}
+        named = ranks - {None}
+        if None in ranks and len(named) <= 1:
+            return {named.pop() if named else 0: (list(files), list(kineto))}
     out: dict[int, tuple[list[Path], list[Path]]] = {}
     for group, paths in ((0, files), (1, kineto)):
         for p in paths:
-            rank = rank_of(p)
+            rank = rank_for(p)
             if rank is None:
                 raise InputError(
                     f"{p}: no rank number in the name (name files like et.<rank>.json, kineto_<rank>.json, rank<N>/)"

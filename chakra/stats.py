@@ -91,7 +91,12 @@ def trace_stats(traces: Sequence[AnyTrace]) -> dict[str, Any]:
         "by_type": {},
         "collectives": {},
         "p2p": {},
+        # Sums of node durations over every rank: CPU ops and GPU kernels run at the same time,
+        # so these are work done, never a step time (the critical path is the nearest to one).
         "compute_us": sum(r["compute_us"] for r in ranks.values()),
+        "cpu_compute_us": sum(r["cpu_compute_us"] for r in ranks.values()),
+        "gpu_compute_us": sum(r["gpu_compute_us"] for r in ranks.values()),
+        "comm_us": sum(r["comm_us"] for r in ranks.values()),
         "max_critical_path_us": max((r["critical_path_us"] or 0 for r in ranks.values()), default=0),
     }
     for r in ranks.values():

@@ -18,6 +18,10 @@ and optionally `accept_dir(path) -> bool` (formats whose input can be a folder: 
 `COMPANIONS: tuple[str, ...]` (other formats its `convert` takes alongside its own inputs: the
 Kineto traces beside PyTorch ETs), which `convert auto` uses when the inputs mix formats.
 
+Every format's inputs are named the same way (`expand_inputs`, through `chakra.inputs`): files,
+folders (searched for files with the format's `EXTENSIONS`), quoted patterns, PREFIXes
+(`PREFIX.<rank>EXT`) and `-` (standard input), on the plain path and on Dask (`--workers`) alike.
+
 A plugin module stays cheap to import (declarations only): parsing machinery is imported inside
 `convert()`, so listing the formats does not load every converter. `PLUGINS` below is the only
 list of formats; help texts, `convert auto` and the tests are built from it.
@@ -29,9 +33,10 @@ import importlib
 import re
 import tarfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 from chakra.converters.result import ConversionResult
 from chakra.errors import InputError
@@ -55,7 +60,7 @@ PREFIX_BYTES = 64 * 1024
 _TAR_MEMBERS = 64
 
 __all__ = ["PLUGINS", "PREFIX_BYTES", "ConversionResult", "load", "plugins", "read_prefix", "detect", "detect_format",
-           "lazy_exports", "unrecognised_extras"]  # fmt: skip
+           "lazy_exports", "unrecognised_extras", "expand_inputs", "one_input"]  # fmt: skip
 
 
 def lazy_exports(package: str, table: dict[str, str]) -> Any:
@@ -280,3 +285,64 @@ def detect_format(inputs: list[Path]) -> str:
             return fmt
     (first, _), (other, path) = list(formats.items())[:2]
     raise InputError(f"{path}: is {other} but earlier inputs are {first}; convert them separately")
+
+
+# ---------------------------------------------------------------------------------------------
+# Naming the inputs
+
+
+def _suffixes(modules: list[ModuleType]) -> tuple[str, ...]:
+    """File name endings of the formats' inputs (EXTENSIONS entries that are endings)."""
+    return tuple(dict.fromkeys(e for m in modules for e in getattr(m, "EXTENSIONS", ()) if e.startswith(".")))
+
+
+def expand_inputs(
+    fmt: Optional[str], args: Sequence[Path], *, allow_stdin: bool = True, note: Optional[Callable[[str], None]] = None
+) -> tuple[list[Path], list[Path]]:
+    """(files, skipped) that a converter's arguments name (`chakra.inputs.expand_files`): files,
+    folders searched for the format's files (and its `COMPANIONS`'), quoted patterns, PREFIXes
+    and `-`. In a folder or a pattern's matches, a file is kept when the format (or a companion)
+    recognises its first bytes (`read_prefix`, 64 KiB): a `manifest.json` or `timing.json` beside
+    the traces is skipped, and `-k FOLDER` takes the Kineto traces of a folder that holds the ETs
+    too. `fmt` None (`convert auto`): any format's files. A folder the format reads as a whole
+    (`accept_dir`: BigSim logs) stays one input, and the files of such a format are all kept (a
+    BigSim log set is read together). `note(line)` hears of each file skipped."""
+    from chakra.inputs import expand_files
+
+    if fmt is None:
+        modules = list(plugins().values())
+    else:
+        module = load(fmt)
+        modules = [m for m in (module, *(load(c) for c in getattr(module, "COMPANIONS", ()))) if m is not None]
+    folder_readers = [m.accept_dir for m in modules if hasattr(m, "accept_dir")]
+
+    def keep_folder(path: Path) -> bool:
+        return any(accept(path) for accept in folder_readers)
+
+    def is_theirs(path: Path) -> bool:
+        head = read_prefix(path)
+        return bool(head) and any(m.accept(head) for m in modules)
+
+    whole_sets = fmt is not None and bool(folder_readers)
+    files, skipped = expand_files(
+        args,
+        _suffixes(modules),
+        wanted=None if whole_sets else is_theirs,
+        what=f"{fmt} input" if fmt else "trace",
+        keep_folder=keep_folder if folder_readers else None,
+        allow_stdin=allow_stdin and not whole_sets,  # a log set is read by its files' names
+    )
+    if note is not None:
+        for path in skipped:
+            note(f"skipped {path}: not {'a ' + fmt + ' input' if fmt else 'a trace of any format'}")
+    return files, skipped
+
+
+def one_input(fmt: str, arg: Path) -> Path:
+    """The one file a single-input format (a task graph, a text workload) is given: a file, `-`,
+    or a folder, pattern or PREFIX naming exactly one."""
+    files, _ = expand_inputs(fmt, [arg])
+    if len(files) != 1:
+        shown = ", ".join(str(p) for p in files[:4]) + (", ..." if len(files) > 4 else "")
+        raise InputError(f"{arg}: names {len(files)} files ({shown}); {fmt} converts one at a time")
+    return files[0]

@@ -10,8 +10,8 @@ Kineto traces), both already expanded from folders and globs; `run(fn, argument_
 each nsys report) and returns each call's result or the exception it raised. Each `BatchTask`
 names a top-level function the workers call; it returns `task_result(...)` or `task_error(...)`.
 
-The planner only names files (the workers read them), so no process holds more than one task's
-traces; every task writes its rank files itself, all or nothing.
+The planner names files and reads at most their heads (the workers read them whole), so no
+process holds more than one task's traces; every task writes its rank files itself, all or nothing.
 """
 
 from __future__ import annotations

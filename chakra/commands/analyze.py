@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 
 
 def _ms(ns: float) -> str:
@@ -16,7 +16,7 @@ def _ms(ns: float) -> str:
 
 
 def analyze_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank), or one simulator --log file."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "; or one simulator --log file."),
     schedule: str = typer.Option(
         "auto", "--schedule", help="auto | simulate | recorded (start_time_micros) | asap (dependencies only)."
     ),
@@ -43,10 +43,11 @@ def analyze_cmd(
     from chakra import analysis
     from chakra.columns import open_traces
     from chakra.footprint import rank_footprints
+    from chakra.inputs import as_path
 
     with handle_errors():
-        if len(traces) == 1 and analysis.is_sim_log(Path(traces[0])):
-            report = analysis.analyze_log(analysis.read_sim_log(traces[0]))
+        if len(traces) == 1 and analysis.is_sim_log(first := as_path(traces[0])):
+            report = analysis.analyze_log(analysis.read_sim_log(first))
             if json_out:
                 print_json(report)
             else:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import Congestion, JsonOption, QuietOption, console, handle_errors, info, print_json
+from chakra.cli_common import TRACES_HELP, Congestion, JsonOption, QuietOption, console, handle_errors, info, print_json
 
 
 def _pct(x: Optional[float]) -> str:
@@ -20,7 +20,7 @@ def _ms(ns: float) -> str:
 
 
 def calibrate_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) of a converted real run."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + " of a converted real run."),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="Network to start from (its topology is kept; default: a Ring of all ranks)."
     ),
@@ -28,14 +28,16 @@ def calibrate_cmd(
     comm_group: Optional[Path] = typer.Option(
         None, "--comm-group", help="Comm-group JSON (default: PREFIX.comm_groups.json beside the traces)."
     ),
-    congestion: Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend to fit."),
+    congestion: Congestion = typer.Option(
+        Congestion.aware, "--congestion", "--backend", help="Analytical backend to fit (aware | unaware)."
+    ),
     output: Optional[str] = typer.Option(
         None,
         "--output",
         "-o",
         help="Output prefix: OUT.network.yml, OUT.system.json, OUT.calibration.json (default: PREFIX.calibrated).",
     ),  # fmt: skip
-    report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report with the plots."),
+    report: Optional[Path] = typer.Option(None, "--html", "--report", help="Also write an HTML report with the plots."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
 ) -> None:
@@ -52,6 +54,7 @@ def calibrate_cmd(
       [bold]chakra calibrate out/ddp4 -o fit/ddp4 --report fit.html --json[/]
     """
     from chakra.commgroups import groups_beside, read_comm_groups
+    from chakra.inputs import output_stem
     from chakra.io import check_output_path, read_traces
     from chakra.sim.config import load_network, load_system
     from chakra.whatif.calibrate import calibrate, write_outputs
@@ -60,7 +63,7 @@ def calibrate_cmd(
         net = load_network(network) if network is not None else None
         sys_cfg = load_system(system) if system is not None else None
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
-        out = output if output is not None else f"{traces[0]}.calibrated"
+        out = output if output is not None else f"{output_stem(traces[0])}.calibrated"
         for path in [Path(f"{out}.{x}") for x in ("network.yml", "system.json", "calibration.json")] + [report]:
             if path is not None:
                 check_output_path(path)  # before the fit, not after it

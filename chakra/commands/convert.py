@@ -47,14 +47,16 @@ convert_app = typer.Typer(
 
 @convert_app.command("auto")
 def convert_auto(
-    inputs: list[Path] = typer.Argument(..., help="Input files (or a folder, for BigSim logs)."),
+    inputs: list[Path] = typer.Argument(
+        ..., help="Input files, folders, quoted patterns, PREFIXes or - (standard input)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
     quiet: bool = QuietOption,
     json_out: bool = JsonOption,
 ) -> None:
     """Recognise the format from the file contents (every format's sniff is asked) and convert with its defaults."""
     with handle_errors():
-        inputs = list(inputs)
+        inputs = converters.expand_inputs(None, inputs, note=lambda line: info(line, quiet or json_out))[0]
         for extra in converters.unrecognised_extras(inputs):
             info(f"skipped {extra}: not a trace of any format, and no rank number in its name", quiet or json_out)
             inputs.remove(extra)

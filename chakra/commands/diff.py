@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, print_json
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, print_json
 
 
 def _load(arg: str) -> tuple[str, dict]:
     from chakra import analysis
+    from chakra.inputs import as_path
     from chakra.io import read_traces
 
-    if analysis.is_sim_log(Path(arg)):
-        return "log", analysis.classes_of_log(analysis.read_sim_log(arg))
+    if analysis.is_sim_log(path := as_path(arg)):
+        return "log", analysis.classes_of_log(analysis.read_sim_log(path))
     return "trace", analysis.classes_of_traces(read_traces([arg]))
 
 
 def diff_cmd(
-    a: str = typer.Argument(..., help="Baseline: PREFIX, trace file, or simulator --log file."),
-    b: str = typer.Argument(..., help="Other side: PREFIX, trace file, or simulator --log file."),
+    a: str = typer.Argument(..., help="Baseline: " + TRACES_HELP + "; or a simulator --log file."),
+    b: str = typer.Argument(..., help="Other side: the same kinds of input."),
     top: int = typer.Option(25, "--top", help="Rows to show (largest |delta| first); 0 = all."),
     json_out: bool = JsonOption,
     quiet: bool = QuietOption,
@@ -52,7 +51,8 @@ def diff_cmd(
         if json_out:
             print_json({"summary": summary, "classes": rows, "units": "ns"})
             return
-        t = Table(title=f"{b} vs {a} (µs; delta = B - A)", title_justify="left")
+        t = Table(title=f"A = {a}, B = {b} (µs; delta = B - A)", title_justify="left")
+        t.caption = "total: the durations of the class's nodes added up over every rank (work, not a step time)"
         for col in ("operator class", "count A", "count B", "total A", "total B", "delta", "delta %"):
             t.add_column(col, justify="left" if col == "operator class" else "right")
         for r in rows[: top or None]:
@@ -68,7 +68,8 @@ def diff_cmd(
             )
         console.print(t)
         console.print(
-            f"total: A {tot_a / 1e3:,.1f} µs in {summary['count_a']:,} nodes, B {tot_b / 1e3:,.1f} µs in "
+            f"durations summed over every node and rank: A {tot_a / 1e3:,.1f} µs in {summary['count_a']:,} nodes, "
+            f"B {tot_b / 1e3:,.1f} µs in "
             f"{summary['count_b']:,} nodes, delta {summary['delta_ns'] / 1e3:+,.1f} µs; {len(rows)} classes"
         )
 

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from chakra.cli_common import (
+    TRACES_HELP,
     Congestion,
     JsonOption,
     MissingDeps,
@@ -29,7 +30,7 @@ app = typer.Typer(
 
 @app.command("astra-sim")
 def astrasim_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     output: Path = typer.Option(
         ...,
         "--output",
@@ -54,7 +55,10 @@ def astrasim_cmd(
         None, "--comm-group", help="Comm-group JSON of the input (default: PREFIX.comm_groups.json beside it)."
     ),
     backend: Congestion = typer.Option(
-        Congestion.aware, "--backend", help="ASTRA-sim binary: aware (1-D networks) | unaware."
+        Congestion.aware,
+        "--backend",
+        "--congestion",
+        help="ASTRA-sim binary: aware (1-D networks) | unaware.",
     ),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="Your network YAML (checked for this rank count and backend, then copied)."

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 from chakra.errors import InputError
 
 
@@ -20,7 +20,7 @@ class Which(str, Enum):
 
 def interpolate_cmd(
     traces: Optional[list[str]] = typer.Argument(
-        None, help="PREFIX or trace files to rewrite (omit to only fit and report the model)."
+        None, help=TRACES_HELP + " to rewrite (omit to only fit and report the model)."
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output PREFIX (writes PREFIX.<rank>.et)."),
     scale: float = typer.Option(

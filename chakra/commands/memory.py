@@ -9,11 +9,11 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, console, handle_errors, info, print_json, warn
 
 
 def memory_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     capacity: Optional[str] = typer.Option(
         None, "--capacity", "-c", help="Device memory per rank (80GB, 16GiB, ...): flags ranks whose peak exceeds it."
     ),
@@ -46,6 +46,7 @@ def memory_cmd(
     [bold]chakra memory out/ddp2 -k kineto.0.json.gz -k kineto.1.json.gz[/]
     """
     from chakra.columns import open_traces
+    from chakra.converters import expand_inputs
     from chakra.errors import InputError
     from chakra.footprint import allocator_profile, measured_figure, parse_bytes, rank_footprints
 
@@ -58,7 +59,8 @@ def memory_cmd(
     with handle_errors():
         loaded = open_traces(traces)
         report = rank_footprints(loaded, device=device, top=top, capacity=cap)
-        if kineto:
+        if kineto:  # named as convert pytorch's -k: files, a folder, a pattern, a PREFIX
+            kineto = expand_inputs("kineto", kineto, note=lambda line: info(line, quiet or json_out))[0]
             profiles = [allocator_profile(p) for p in kineto]
             by_rank = _pair(profiles, list(report["ranks"]))
             for rank, prof in by_rank.items():
@@ -128,6 +130,10 @@ def _print(report: dict[str, Any], top: int) -> None:
         if cap is not None:
             row.append("yes" if r["fits"] else "[red]NO[/]")
         t.add_row(*row)
+    t.caption = (
+        "peak = resident + step peak: resident, the tensors that existed before the trace (parameters, "
+        "optimizer state, inputs); step peak, the most the traced operators' own tensors add at once"
+    )
     console.print(t)
     if with_alloc:
         console.print(

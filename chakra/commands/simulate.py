@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import (
+    TRACES_HELP,
     CommMode,
     Congestion,
     JsonOption,
@@ -46,7 +47,8 @@ _CommGroup = typer.Option(
     help='ASTRA-sim comm-group JSON: {"1": [0, 1, 2, 3], ...} (pg_name "1" -> ranks). '
     "Default: PREFIX.comm_groups.json beside the traces, if any.",
 )
-_Congestion = typer.Option(Congestion.aware, "--congestion", help="Analytical backend.")
+# One option, two spellings: ASTRA-sim's own (--congestion) and the name export/validate use (--backend).
+_Congestion = typer.Option(Congestion.aware, "--congestion", "--backend", help="Analytical backend (aware | unaware).")
 _Comm = typer.Option(CommMode.model, "--comm", help="model: network model; replay: recorded duration_micros.")
 _Corrected = typer.Option(
     False, "--corrected", help="Use the corrected model instead of ASTRA-sim's known quirks (see docs)."
@@ -100,7 +102,7 @@ _MissingDeps = typer.Option(
 
 
 def simulate_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX (every PREFIX.<rank>.et) or trace files, one per rank."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     network: Optional[Path] = _Network,
     system: Optional[Path] = _System,
     memory: Optional[Path] = _Memory,
@@ -184,7 +186,7 @@ def simulate_cmd(
             result.warnings.append(
                 "--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted"
             )
-        for line in _astrasim_warnings(astra, result, comm.value):
+        for line in _astrasim_warnings(astra, result):
             if line not in result.warnings:
                 result.warnings.append(line)
         for line in result.warnings:
@@ -265,7 +267,11 @@ def _print_result(result, quiet: bool) -> None:
         by_finish = sorted(rows, key=lambda x: (x[1].finish_ns, x[0]))
         rows = [by_finish[0], by_finish[len(by_finish) // 2], by_finish[-1]]
         table.caption = f"{len(result.ranks)} ranks: fastest, median and slowest shown (--json for all)"
-    table.caption = (table.caption + "; " if table.caption else "") + s["breakdown_definition"]
+    table.caption = (
+        (table.caption + "; " if table.caption else "")
+        + "compute, comm: time busy with them (CPU and GPU, or overlapping messages, counted once); "
+        + s["breakdown_definition"]
+    )
     for rank, r in rows:
         cells = (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.idle_ns, r.nodes)
         table.add_row(str(rank), *(f"{v:,}" for v in cells))
@@ -347,28 +353,22 @@ _SAID_BY_THE_SIMULATOR = frozenset(
 def _astrasim_plan(
     traces: Any, comm_group: Any, network: Any, system: Any, memory: Any, congestion: str, comm: str
 ) -> Any:
-    """The checks of `validate --for astra-sim` on these inputs (`chakra.export.astrasim.Plan`)."""
+    """The checks of `validate --for astra-sim` on these inputs (`chakra.export.astrasim.Plan`), in
+    model mode only: a replay of recorded durations answers another question (what the recorded run
+    did), so it says nothing about ASTRA-sim; the user did not ask."""
+    if comm != "model":
+        return None
     from chakra.export.astrasim import simulate_plan
 
     return simulate_plan(traces, comm_group, network, system, congestion, memory)
 
 
-def _astrasim_warnings(astra: Any, result: Any, comm: str) -> list[str]:
-    """What the real ASTRA-sim would do on these files, less what the simulator already said. In
-    model mode, the mode that stands in for ASTRA-sim, one warning per kind (a memory rank that
-    can end on a send/recv settled by the run's node times); a replay of recorded durations
-    answers another question, so there it is one note naming the kinds."""
-    from chakra.export.astrasim import settle_memory_ends, warning_lines
-
+def _astrasim_warnings(astra: Any, result: Any) -> list[str]:
+    """What the real ASTRA-sim would do on these files, less what the simulator already said: one
+    warning per kind, a memory rank that can end on a send/recv settled by the run's node times."""
     if astra is None:
         return []
-    if comm == "model":
-        settle_memory_ends(astra, {r: v.finish_ns for r, v in result.ranks.items()}, result.node_times)
-        return warning_lines(astra, _SAID_BY_THE_SIMULATOR)
-    kinds = list(dict.fromkeys(i.code for i in astra.errors if i.code not in _SAID_BY_THE_SIMULATOR))
-    if not kinds:
-        return []
-    return [
-        f"note: the real ASTRA-sim would not run these files as they are ({', '.join(kinds)}): "
-        "`chakra validate --for astra-sim` says where; `chakra export astra-sim` writes a variant it runs"
-    ]
+    from chakra.export.astrasim import settle_memory_ends, warning_lines
+
+    settle_memory_ends(astra, {r: v.finish_ns for r, v in result.ranks.items()}, result.node_times)
+    return warning_lines(astra, _SAID_BY_THE_SIMULATOR)

@@ -22,7 +22,10 @@ from chakra.cli_common import (
 
 
 def sweep_cmd(
-    workload: str = typer.Argument(..., help="PREFIX of the traces to simulate (every PREFIX.<rank>.et)."),
+    workload: str = typer.Argument(
+        ...,
+        help="The traces to simulate: a PREFIX (every PREFIX.<rank>.et), a folder of rank files or a quoted pattern.",
+    ),
     grid: Path = typer.Option(..., "--grid", "-g", help="Grid YAML: base configs and the axes to vary."),
     output: Path = typer.Option(..., "--output", "-o", help="RESULTS: writes RESULTS.parquet and RESULTS.csv."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Rerun points that failed in an earlier run."),
@@ -51,8 +54,11 @@ def sweep_cmd(
     from chakra.distributed.cluster import check_workers, dask_client
     from chakra.distributed.grid import load_grid
     from chakra.distributed.sweep import plan_sweep, run_sweep
+    from chakra.errors import InputError
 
     with handle_errors():
+        if workload == "-":  # every Dask task reads the workload by name
+            raise InputError("-: a sweep's workload is read by each of its tasks; name its PREFIX, folder or pattern")
         check_workers(workers)
         g = load_grid(grid)
         plan = plan_sweep(g, workload, output, retry_errors=retry_errors)

@@ -24,7 +24,8 @@ SYNTHESIZE_HELP = (
 
 def synthesize_cmd(
     inputs: list[str] = typer.Argument(
-        ..., help="Real traces: one PREFIX (or file list) per job; each PREFIX is one job."
+        ...,
+        help="Real traces: one PREFIX, folder or quoted pattern per job (each argument is one job; - reads one trace).",
     ),
     ranks: int = typer.Option(..., "--ranks", "-n", help="Rank count of the synthetic job (any number)."),
     output: Path = typer.Option(

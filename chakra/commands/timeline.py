@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from chakra.cli_common import JsonOption, QuietOption, err_console, handle_errors, info, print_json, warn
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, err_console, handle_errors, info, print_json, warn
 
 
 def timeline_cmd(
     inputs: list[str] = typer.Argument(
-        ..., help="A simulator log (chakra CSV or ASTRA-sim output), or trace files / PREFIXes with start times."
+        ..., help="A simulator log (chakra CSV or ASTRA-sim output), or " + TRACES_HELP + " with start times."
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output JSON file (default: stdout)."),
     trace: Optional[list[str]] = typer.Option(
@@ -53,11 +53,12 @@ def timeline_cmd(
     """
     with handle_errors():
         from chakra.errors import InputError
+        from chakra.inputs import as_path
         from chakra.io import read_traces
         from chakra.simlog import looks_like_log
         from chakra.visualizers.timeline import timeline_from_log, timeline_from_traces
 
-        first = Path(inputs[0])
+        first = as_path(inputs[0])  # `-`: what came in on standard input
         if first.is_file() and looks_like_log(first):
             if len(inputs) > 1:
                 raise InputError("give one log file at a time (the log already holds every NPU)")

@@ -9,12 +9,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from chakra.cli_common import JsonOption, QuietOption, console, handle_errors, load_traces, print_json
+from chakra.cli_common import (
+    TRACES_HELP,
+    Congestion,
+    JsonOption,
+    QuietOption,
+    console,
+    handle_errors,
+    load_traces,
+    print_json,
+)
 from chakra.errors import InputError
 
 
 def validate(
-    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     no_cross_rank: bool = typer.Option(False, "--no-cross-rank", help="Only check each rank on its own."),
     target: Optional[str] = typer.Option(
         None,
@@ -25,8 +34,11 @@ def validate(
     comm_group: Optional[Path] = typer.Option(
         None, "--comm-group", help="Comm-group JSON (default: PREFIX.comm_groups.json beside the traces)."
     ),
-    backend: Optional[str] = typer.Option(
-        None, "--backend", help="With --for astra-sim: the binary it will run on, aware | unaware (default: either)."
+    backend: Optional[Congestion] = typer.Option(
+        None,
+        "--backend",
+        "--congestion",
+        help="With --for astra-sim: the binary it will run on, aware | unaware (default: either).",
     ),
     network: Optional[Path] = typer.Option(
         None, "--network", "-n", help="With --for astra-sim: the network YAML it will run on (default: export's)."
@@ -72,7 +84,7 @@ def validate(
         loaded = load_traces(traces, quiet, stream=target is None)
         groups = read_comm_groups(comm_group) if comm_group is not None else groups_beside(traces)
         if target == "astra-sim":
-            _for_astrasim(loaded, groups, json_out, backend, network, system, memory)
+            _for_astrasim(loaded, groups, json_out, backend.value if backend else None, network, system, memory)
             return
         report = validate_traces(loaded, cross_rank=not no_cross_rank, groups=groups)
         if json_out:
@@ -147,8 +159,6 @@ def _for_astrasim(
     from chakra.export.astrasim import plan
     from chakra.sim.config import load_memory, load_network, load_system
 
-    if backend not in (None, "aware", "unaware"):
-        raise InputError(f"--backend must be aware or unaware, not {backend!r}")
     net = load_network(network) if network is not None else None
     sysc = load_system(system) if system is not None else None
     mem = load_memory(memory) if memory is not None else None

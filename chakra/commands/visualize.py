@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json
+from chakra.cli_common import TRACES_HELP, JsonOption, QuietOption, handle_errors, info, print_json
 from chakra.errors import InputError
 
 
@@ -21,7 +21,7 @@ class Edges(str, Enum):
 
 
 def visualize_cmd(
-    traces: list[str] = typer.Argument(..., help="Trace files or PREFIXes (PREFIX = every PREFIX.<rank>.et)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Output file; format from --pdf/... or its suffix (default: INPUT.pdf)."
     ),
@@ -103,6 +103,7 @@ def visualize_cmd(
       chakra visualize run/trace.0.et --graphml -o graph.graphml
     """
     with handle_errors():
+        from chakra.inputs import output_stem
         from chakra.io import read_traces
         from chakra.visualizers.graph import FORMATS, default_output, format_for, visualize
         from chakra.visualizers.kinds import parse_types
@@ -119,7 +120,7 @@ def visualize_cmd(
             raise InputError(f"-o {output}: the suffix says {suffix_fmt} but --{chosen[0]} was asked for")
         fmt = chosen[0] if chosen else (format_for(output, None) if output is not None else "pdf")
         if output is None:
-            output = default_output(traces[0], fmt)
+            output = default_output(output_stem(traces[0]), fmt)
         if algorithm:
             from chakra.collective_algorithm import load
             from chakra.visualizers.collective import draw, steps

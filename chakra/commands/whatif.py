@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from chakra.cli_common import (
+    TRACES_HELP,
     CommMode,
     JsonOption,
     MetadataNodeOption,
@@ -49,7 +50,7 @@ _ROWS = (
 
 
 def whatif_cmd(
-    traces: list[str] = typer.Argument(..., help="PREFIX or trace files (one per rank)."),
+    traces: list[str] = typer.Argument(..., help=TRACES_HELP + "."),
     recipe: Recipe = typer.Option(..., "--recipe", "-r", help="The transformation to apply."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the what-if traces to PREFIX.<rank>.et."),
     factor: Optional[float] = typer.Option(
@@ -57,7 +58,7 @@ def whatif_cmd(
     ),
     rank: Optional[int] = typer.Option(None, "--rank", help="straggler: the rank whose compute is slowed."),
     ranks: Optional[int] = typer.Option(
-        None, "--ranks", "-n", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
+        None, "--ranks", help="data-parallel: number of ranks; zero: ranks to shard over (default: all)."
     ),
     stage: Optional[int] = typer.Option(
         None, "--stage", help="zero: ZeRO stage (1 optimizer state, 2 +gradients, 3 +parameters)."
@@ -97,8 +98,10 @@ def whatif_cmd(
     compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
     memory_speedup: float = typer.Option(2.0, "--memory-speedup", help="amp: memory-bound kernel speedup."),
     ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
-    network: Optional[Path] = typer.Option(None, "--network", help="Network config (for data-parallel: N ranks)."),
-    system: Optional[Path] = typer.Option(None, "--system", help="System config."),
+    network: Optional[Path] = typer.Option(
+        None, "--network", "-n", help="Network config (for data-parallel: N ranks)."
+    ),
+    system: Optional[Path] = typer.Option(None, "--system", "-s", help="System config."),
     comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),

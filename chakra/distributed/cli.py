@@ -34,10 +34,8 @@ def run_batch(
 
     with handle_errors():
         check_workers(workers)
-        files, skipped = expand(inputs, fmt)
-        kin, _ = expand(kineto or [], "kineto")
-        for p in skipped:
-            info(f"skipped {p}: no rank number in its name", quiet or json_out)
+        files, _ = expand(inputs, fmt, note=lambda line: info(line, quiet or json_out))
+        kin, _ = expand(kineto or [], "kineto", note=lambda line: info(line, quiet or json_out))
         # The plugin plans the tasks (one per rank, or per report); the bar's total follows it.
         tasks = len(files)
         with dask_client(workers, scheduler, tasks) as client, make_progress(quiet or json_out, transient=True) as bar:

@@ -1,45 +1,29 @@
-"""Input files of a batch from explicit names, folders (searched for the format plugin's
-`EXTENSIONS`) or globs; the ranks come from the names (`chakra.ranks`).
+"""Input files of a batch: the same expansion as every converter's plain path
+(`chakra.converters.expand_inputs`: files, folders, quoted patterns, PREFIXes); the ranks come
+from the names (`chakra.ranks`).
 
-The client side only lists names (never opens the files): the workers read them.
+The client side lists names and reads no more than the first 64 KiB of the files a folder or a
+pattern names (to keep the format's own): the workers read the files.
 """
 
 from __future__ import annotations
 
-import glob
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Callable, Optional
 
 from chakra import converters
 from chakra.errors import InputError
-from chakra.ranks import rank_of
+from chakra.files import STDIN
 
 
-def expand(args: Sequence[Path], fmt: str) -> tuple[list[Path], list[Path]]:
+def expand(
+    args: Sequence[Path], fmt: str, note: Optional[Callable[[str], None]] = None
+) -> tuple[list[Path], list[Path]]:
     """(files, skipped): explicit files as given, folders searched recursively for the format's
-    files, glob patterns expanded. `skipped` lists folder entries and glob matches whose names
-    carry no rank (a manifest.json beside the traces); an explicit file without one is an error later."""
-    suffixes = tuple(getattr(converters.load(fmt), "EXTENSIONS", ()))
-    files: list[Path] = []
-    skipped: list[Path] = []
-    for arg in args:
-        text = str(arg)
-        if arg.is_dir():
-            found = sorted(p for p in arg.rglob("*") if p.is_file() and p.name.lower().endswith(suffixes))
-            for p in found:
-                (files if rank_of(p) is not None else skipped).append(p)
-            if not found:
-                raise InputError(f"{arg}: no {fmt} input files ({', '.join(suffixes)}) in this folder")
-        elif arg.exists():
-            files.append(arg)
-        elif any(c in text for c in "*?["):
-            matches = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
-            if not matches:
-                raise InputError(f"{text}: the pattern matches no file")
-            for p in matches:
-                (files if rank_of(p) is not None else skipped).append(p)
-        else:
-            raise InputError(f"{arg}: no such file")
-    seen: set[Path] = set()
-    unique = [p for p in files if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
-    return unique, skipped
+    files, glob patterns expanded, PREFIXes as their rank files. `skipped` lists folder entries and
+    glob matches that are not the format's (a manifest.json beside the traces); `note` hears of
+    each. Standard input cannot be handed to workers."""
+    if any(str(a) == STDIN for a in args):
+        raise InputError("-: standard input cannot go to Dask workers (they read files); save it to a file first")
+    return converters.expand_inputs(fmt, list(args), allow_stdin=False, note=note)

@@ -33,7 +33,7 @@ from chakra.configfile import load_config
 from chakra.dsl.device import Device
 from chakra.dsl.workload import DSLError, Ref, Workload, collective_type
 from chakra.errors import ChakraError, InputError, excerpt
-from chakra.files import check_input, is_special
+from chakra.files import STDIN, check_input, is_special
 
 _UNITS = {
     "": 1,
@@ -94,7 +94,10 @@ def parse_quantity(value: Any, what: str = "value") -> float:
 
 
 def load_spec(path: Union[str, Path]) -> Workload:
-    """Build the Workload a `.yaml`/`.yml`/`.json` or `.py` spec file describes."""
+    """Build the Workload a `.yaml`/`.yml`/`.json` or `.py` spec file describes; `-`: a YAML or
+    JSON spec on standard input, as every config option reads it."""
+    if str(path) == STDIN:
+        return build_from_dict(load_config(STDIN, "spec", error=DSLError), "<stdin>")
     path = Path(path)
     if is_special(path):
         check_input(path, "spec file")

@@ -362,7 +362,9 @@ def _prepare(traces: Any, network: Any, system: Any, memory: Any, opts: SimOptio
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
     groups = GroupTable(n, comm_groups)
-    warnings = network_warnings(net_cfg, opts.congestion)
+    # Only about a network the user named, in the mode that runs it: the default network is ours,
+    # and a replay of recorded durations sends nothing over one.
+    warnings = network_warnings(net_cfg, opts.congestion) if network is not None and opts.comm_mode == "model" else []
     return _Setup(traces, sources, net_cfg, sys_cfg, mem_cfg, groups, opts.slot_caps(), warnings)
 
 

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+from chakra.converters import one_input
 from chakra.converters.astrasim_text.build import DEFAULT_MAX_NPUS, _parse_dims
 from chakra.io import rank_path
 
@@ -50,6 +51,7 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
           chakra convert text MLP_HybridParallel_Data_Model.txt --npus 16 --dims 4x4 -o out/mlp
         """
         with handle_errors():
+            workload = one_input("text", workload)
             result = convert(
                 [workload], output, npus=npus, passes=passes, dims=_parse_dims(dims), model_group=model_group,
                 max_npus=max_npus,

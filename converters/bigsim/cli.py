@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, make_progress, print_json, warn
+from chakra.converters import expand_inputs
 
 
 def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
@@ -46,6 +47,7 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
           chakra convert bigsim logs/ -o out/app --json     (summary for scripts)
         """  # noqa: E501
         with handle_errors():
+            inputs = expand_inputs("bigsim", inputs, note=lambda line: info(line, quiet or json_out))[0]
             with make_progress(quiet or json_out) as bar:
                 task = bar.add_task("writing traces", total=None)
                 result = convert(

@@ -7,14 +7,18 @@ from typing import Any, Callable
 
 import typer
 
-from chakra.cli_common import JsonOption, QuietOption, handle_errors
+from chakra.cli_common import JsonOption, QuietOption, handle_errors, info
+from chakra.converters import expand_inputs
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 
 
 def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("cupti")
     def convert_cupti(
-        inputs: list[Path] = typer.Argument(..., help="CUPTI records files (JSON Lines, array, or {records: [...]})."),
+        inputs: list[Path] = typer.Argument(
+            ...,
+            help="CUPTI records (JSON Lines, array, or {records: [...]}): files, folders, quoted globs, PREFIXes or -.",
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         per: Per = PerOption,
         gaps: bool = GapsOption,
@@ -34,6 +38,7 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
         Example: chakra convert cupti records.json -o out/job   (see docs/nsys.md for every field)
         """
         with handle_errors():
+            inputs = expand_inputs("cupti", inputs, note=lambda line: info(line, quiet or as_json))[0]
             result = run_with_progress(
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from chakra.cli_common import JsonOption, QuietOption, handle_errors, info, print_json, warn
+from chakra.converters import one_input
 from chakra.converters.result import DEFAULT_MAX_RANKS
 
 
@@ -52,7 +53,7 @@ def register(app: typer.Typer, convert: Callable[..., Any]) -> None:
         """
         with handle_errors():
             result = convert(
-                [taskgraph],
+                [one_input("flexflow", taskgraph)],
                 output,
                 placement=placement,
                 npus=npus,

@@ -15,13 +15,18 @@ from chakra.cli_common import (
     handle_errors,
     info,
 )
+from chakra.converters import expand_inputs, one_input
 from chakra.converters.daydream.cli import EngineOption, GapsOption, Per, PerOption, print_summary, run_with_progress
 
 
 def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("nsys")
     def convert_nsys(
-        inputs: list[Path] = typer.Argument(..., help="Nsight Systems SQLite exports (nsys export --type sqlite)."),
+        inputs: list[Path] = typer.Argument(
+            ...,
+            help="Nsight Systems SQLite exports (nsys export --type sqlite): files, folders, quoted globs, "
+            "PREFIXes or -.",
+        ),
         output: Optional[Path] = typer.Option(
             None, "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (needed unless --cupti-records)."
         ),
@@ -64,7 +69,7 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
             with handle_errors():
                 from chakra.converters.cupti.records import export_cupti_records
 
-                count = export_cupti_records(inputs[0], cupti_records)
+                count = export_cupti_records(one_input("nsys", inputs[0]), cupti_records)
                 info(f"wrote {cupti_records}: {count:,} CUPTI records", quiet or as_json)
             if output is None:
                 return
@@ -74,6 +79,7 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
                       json_out=as_json)  # fmt: skip
             return
         with handle_errors():
+            inputs = expand_inputs("nsys", inputs, note=lambda line: info(line, quiet or as_json))[0]
             result = run_with_progress(
                 lambda cb: convert(inputs, output, per=per.value, gaps=gaps, copy_engine_order=engine, progress=cb),
                 quiet or as_json,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from chakra.converters.batch import BatchTask, RunOnWorkers, task_error, task_result
 from chakra.errors import ChakraError
@@ -29,15 +29,47 @@ def rank_task(rank: int, files: list[str], kineto: list[str], out: str, options:
 def batch_tasks(
     inputs: Sequence[Path], companions: Sequence[Path], prefix: Path, options: dict[str, Any], run: RunOnWorkers
 ) -> list[BatchTask]:
-    """One task per rank: the ETs and Kineto traces whose names give that rank."""
+    """One task per rank: the ETs and Kineto traces of that rank (`_rank_rule`)."""
     from chakra.ranks import by_rank
 
     tasks = []
-    for rank, (plain, kin) in by_rank(inputs, companions).items():
+    for rank, (plain, kin) in by_rank(inputs, companions, _rank_rule([*inputs, *companions])).items():
         out = str(rank_path(prefix, rank))
         args = (rank, [str(Path(p).absolute()) for p in plain], [str(Path(p).absolute()) for p in kin], out, options)
         tasks.append(BatchTask(rank_task, args, [str(p) for p in (*plain, *kin)], rank, out))
     return tasks
+
+
+def _rank_rule(paths: Sequence[Path]) -> Callable[[Path], Optional[int]]:
+    """The rank of each file, as the plain path pairs them (`driver.gather_inputs`), from names
+    and the heads of the files (their first 200 KB; the workers read them whole).
+
+    An ET's rank is its name's. A Kineto trace goes with the ET its name pairs with; where the
+    names do not pair (torch.profiler's default `host_pid.timestamp.pt.trace.json`), or there is
+    no ET, it takes the rank it records (`distributedInfo.rank`) when every Kineto trace records
+    a different one. Otherwise names stand, and each worker refuses a Kineto trace that records
+    another rank than its task's."""
+    from chakra.converters import read_prefix
+    from chakra.converters.kineto.trace import sniff_kineto_head
+    from chakra.ranks import KINETO_HEAD, kineto_rank, rank_of
+
+    named = {p: rank_of(p) for p in paths}
+    recorded: dict[Path, Optional[int]] = {}  # Kineto traces only
+    for p in paths:
+        head = read_prefix(p, KINETO_HEAD)
+        if sniff_kineto_head(head[:65536]):
+            recorded[p] = kineto_rank(head)
+    ets = {named[p] for p in paths if p not in recorded}
+    kineto_named = {named[p] for p in recorded}
+    stated = set(recorded.values())
+    if (
+        recorded
+        and None not in stated
+        and len(stated) == len(recorded)
+        and ((not ets and stated != kineto_named) or (ets and kineto_named != ets and stated == ets))
+    ):
+        named.update(recorded)
+    return named.get
 
 
 def kineto_batch_tasks(

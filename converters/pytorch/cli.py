@@ -15,6 +15,7 @@ from chakra.cli_common import (
     WorkersOption,
     console,
     handle_errors,
+    info,
     print_json,
     warn,
 )
@@ -29,6 +30,13 @@ def show(result: ConversionResult, quiet: bool, json_out: bool) -> None:
         from .summary import render
 
         render(result.summary, console, warn)
+
+
+def _named(fmt: str, args: list[Path], quiet: bool) -> list[Path]:
+    """The files the arguments name (files, folders, quoted patterns, PREFIXes, `-`), as on Dask."""
+    from chakra.converters import expand_inputs
+
+    return expand_inputs(fmt, args, note=lambda line: info(line, quiet))[0]
 
 
 def _dask(fmt: str, inputs: list[Path], output: Path, workers: Optional[int], scheduler: Optional[str],
@@ -47,10 +55,15 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("pytorch")
     def pytorch_cmd(
         inputs: list[Path] = typer.Argument(
-            ..., help="Execution Trace files (.json, .json.gz, .tar.gz); Kineto files given here are recognised too."
+            ...,
+            help="Execution Traces (.json, .json.gz, .tar.gz): files, folders, quoted globs, PREFIXes or -; "
+            "Kineto files given here are recognised too.",
         ),  # fmt: skip
         kineto: Optional[list[Path]] = typer.Option(
-            None, "--kineto", "-k", help="Kineto trace(s) of the same run (repeat the option per rank)."
+            None,
+            "--kineto",
+            "-k",
+            help="Kineto trace(s) of the same run (repeat the option per rank; a folder or glob names them all).",
         ),  # fmt: skip
         output: Path = typer.Option(
             ..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et (+ PREFIX.comm_groups.json)."
@@ -74,8 +87,16 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         The official linked host + device files (chakra_trace_link's "ET+", older et_plus files)
         are read alone, one per rank: chakra convert pytorch linked.0.json linked.1.json -o out/ddp
 
-        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task and INPUT may be
-        folders or quoted globs ('traces/*.json'); ranks come from the names (et.12.json, rank12/):
+        INPUT may be files, a folder of a run (its ETs and Kineto traces are told apart by content
+        and paired by rank: et.N.json + kineto.N.json, PARAM's dlrm_eg_N.json +
+        workerN_step_*.pt.trace.json, rank-N.*.pt.trace.json, rank12/), a quoted glob
+        ('traces/*.json'), a PREFIX (traces/et) or - (standard input); -k takes the same (see
+        docs/inputs.md):
+
+          chakra convert pytorch traces/ -o out/job
+
+        With --workers N or --scheduler tcp://HOST:8786, every rank is a Dask task, on the same
+        inputs:
 
           chakra convert pytorch traces/ --workers 8 -o out/job
         """
@@ -83,8 +104,9 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
             return
         with handle_errors():
+            inputs, kineto = _named("pytorch", inputs, quiet or json_out), _named("kineto", kineto or [], True)
             result = convert(
-                inputs, output, kineto=kineto or [], gap_min_us=gap_min, io=not no_io, jobs=jobs,
+                inputs, output, kineto=kineto, gap_min_us=gap_min, io=not no_io, jobs=jobs,
                 metadata_node=metadata_node,
             )  # fmt: skip
             show(result, quiet, json_out)
@@ -93,7 +115,9 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
 def add_kineto_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     @app.command("kineto")
     def kineto_cmd(
-        inputs: list[Path] = typer.Argument(..., help="Kineto (PyTorch profiler) trace files, one per rank."),
+        inputs: list[Path] = typer.Argument(
+            ..., help="Kineto (PyTorch profiler) traces, one per rank: files, folders, quoted globs, PREFIXes or -."
+        ),
         output: Path = typer.Option(..., "--output", "-o", help="Output PREFIX: writes PREFIX.<rank>.et."),
         gap_min: float = typer.Option(1.0, "--gap-min-us", help="CPU gaps shorter than this fold into the op before."),
         jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel processes for several ranks (0 = auto)."),
@@ -114,4 +138,5 @@ def add_kineto_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         ):
             return
         with handle_errors():
+            inputs = _named("kineto", inputs, quiet or json_out)
             show(convert(inputs, output, gap_min_us=gap_min, jobs=jobs), quiet, json_out)
