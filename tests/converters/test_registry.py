@@ -27,6 +27,7 @@ SAMPLE_FORMATS = [
     ("astrasim/all_reduce_8npus_1MB/*.et", None),
     ("astrasim/configs_rt_template/*", None),
     ("astrasim/custom_ring_allreduce_8npus_1MB/*.et", None),  # ASTRA-sim's custom-algorithm example: .et already
+    ("astrasim/examples/*", None),  # ASTRA-sim's own examples/ (traces already Chakra, its configs and run scripts)
     ("astrasim/text_workloads/*.txt", "text"),
     ("bigsim/sample_namd_timings.txt", None),  # TRACEBIGSIM timing lines: input of `chakra interpolate`
     ("bigsim/text2log_v6_examples.tgz", None),  # a tarball of log folders: unpacked below
