@@ -121,10 +121,7 @@ def _convert_rank(
             stats["warnings"].append(f"{et.path}: unterminated ET repaired (cut at the last complete node)")
         ext_to_op = link_et(ops, kf, stats) if kf is not None else {}
         if kf is not None and stats["et_ops_with_rf_id"] and stats["link_rate"] < 0.5:
-            stats["warnings"].append(
-                f"only {stats['linked']} of {stats['et_ops_with_rf_id']} ET ops link to {kf.path} by name"
-                f" ({stats['link_key']}); were both traces taken over the same steps?"
-            )
+            stats["warnings"].append(_link_warning(et.path, kf.path, stats))
         dropped = Counter({"process/thread root node": et.roots}) if et.roots else Counter()
     else:
         assert kf is not None
@@ -201,6 +198,25 @@ def _convert_rank(
     _summarise(stats, encoder.types, list(ops.values()), dropped, timed)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return trace, stats
+
+
+def _link_warning(et_path: str, kineto_path: str, stats: dict[str, Any]) -> str:
+    """Few ET ops link to the Kineto trace. When most ids find an event of ANOTHER name, the two
+    were recorded over different iterations (ids count every op since the profiler started, so
+    another step shifts them): say so, and flag it in the summary (`iterations_differ`)."""
+    linked, total, key = stats["linked"], stats["et_ops_with_rf_id"], stats["link_key"]
+    if stats["link_name_mismatch"] > linked:
+        stats["iterations_differ"] = True
+        return (
+            f"{et_path} and {kineto_path} were recorded over different iterations: only {linked} of {total} "
+            f"ET ops link by name ({key}), {stats['link_name_mismatch']} find an op of another name under "
+            "their id; unlinked ops have no Kineto time (placed after the last linked one), so record "
+            "both over the same steps for a timed trace"
+        )
+    return (
+        f"only {linked} of {total} ET ops link to {kineto_path} by name ({key}); "
+        "were both traces taken over the same steps?"
+    )
 
 
 def _sync_events(kf: KinetoFile) -> list[KEvent]:
