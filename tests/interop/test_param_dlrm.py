@@ -81,3 +81,30 @@ def test_dlrm_on_astrasim(dlrm, backend, tmp_path, run_cli):
     assert sorted(finished) == list(range(8)), log[-1500:]
     off = {r: (simulated.get(r), t) for r, t in finished.items() if abs(simulated.get(r, -1) - t) > TOLERANCE * t}
     assert not off, f"rank: (chakra simulate, ASTRA-sim) ns differing by more than 0.1%: {off}"
+
+
+def test_kernels_that_do_not_fit_the_calls_are_not_matched(samples_dir: Path, tmp_path):
+    """Rank 0's Kineto trace without its last AllReduce kernel (the real file, one event removed):
+    the stream's 7 kernels no longer are the sequence of the ET's 8 calls, so none is matched; the
+    ET's calls still give their collectives (untimed), the SendRecv kernels stay compute."""
+    import gzip
+    import tarfile
+
+    from chakra.converters.pytorch.driver import convert_files
+
+    with tarfile.open(samples_dir / "kineto" / "param_dlrm8_kineto.tar.gz") as tar:
+        member = next(m for m in tar.getmembers() if "/worker0_" in m.name)
+        doc = json.load(tar.extractfile(member))
+    with tarfile.open(samples_dir / "pytorch_et" / "param_dlrm8_et.tar.gz") as tar:
+        et_doc = tar.extractfile("dlrm_pytorch_et/dlrm_eg_0.json").read()
+    events = doc["traceEvents"]
+    last = max((e for e in events if str(e.get("name", "")).startswith("ncclKernel_AllReduce")), key=lambda e: e["ts"])
+    events.remove(last)
+    (tmp_path / "et.0.json").write_bytes(et_doc)
+    (tmp_path / "kineto.0.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (tmp_path / "out").mkdir()
+    [s] = convert_files([tmp_path / "et.0.json"], [tmp_path / "kineto.0.json.gz"], tmp_path / "out" / "x")
+    assert s["comm_kernels_matched_by_order"] == 0
+    assert sum(s["unknown"].values()) == 5  # the SendRecv kernels
+    assert s["collectives"]["ALL_TO_ALL"]["count"] == 5
+    assert not any("matched to the ET's calls by order" in w for w in s["warnings"])
