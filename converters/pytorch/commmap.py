@@ -250,29 +250,42 @@ def _pair_by_order(kernels: list[Op], call_list: list[Call], by_order: dict[Call
     unclaimed kernels and one group's unclaimed calls are the same sequence of collective types
     (SendRecv for all-to-all), the k-th kernel ran the k-th call. That is the case of an ET and a
     Kineto trace taken over different iterations of the same loop (no launch links to its call,
-    yet every iteration issues the same collectives). A stream whose sequence fits no group, or
-    several, keeps its kernels unpaired. Fills `by_order` (call -> kernel); returns the kernels
-    left. A paired call keeps its place in the ET's graph and takes its kernel's duration: the
-    kernel's own time is another iteration's (see `_place_comm_nodes`)."""
+    yet every iteration issues the same collectives). Only where linking found nothing: a group
+    with a call that reached its kernel through the launch, or a stream with such a kernel, is
+    left alone (there an unclaimed kernel is one whose call lies outside the trace, and the other
+    way round). A stream and a group are paired only when each fits the other alone. Fills
+    `by_order` (call -> kernel); returns the kernels left. A paired call keeps its place in the
+    ET's graph and takes its kernel's duration: the kernel's own time is another iteration's (see
+    `_place_comm_nodes`)."""
     if not kernels:
         return []
+    linked_groups, linked_streams = set(), set()
+    for call in call_list:
+        for ex in call.executors:
+            if ex.kind == COMM and isinstance(ex.thread, tuple):
+                linked_groups.add(call.info.pg_name)
+                linked_streams.add(ex.thread)
     waiting: dict[str, list[Call]] = {}
     for call in call_list:
-        if not call.executors and call.info.coll not in (SEND, RECV) and not isinstance(call.info.coll, str):
-            waiting.setdefault(call.info.pg_name, []).append(call)
+        coll, pg = call.info.coll, call.info.pg_name
+        if not call.executors and coll not in (SEND, RECV) and not isinstance(coll, str) and pg not in linked_groups:
+            waiting.setdefault(pg, []).append(call)
     streams: dict[Any, list[Op]] = {}
     for k in kernels:
         streams.setdefault(k.thread, []).append(k)
-    left: list[Op] = []
-    taken: set = set()
-    for ks in streams.values():
+    fits: dict[Any, list[str]] = {}
+    for stream, ks in streams.items():
         ks.sort(key=lambda k: (k.ts or 0, k.id))
-        fits = [pg for pg, cs in waiting.items() if pg not in taken and _same_sequence(ks, cs)]
-        if len(fits) != 1:
+        if stream not in linked_streams:
+            fits[stream] = [pg for pg, cs in waiting.items() if _same_sequence(ks, cs)]
+    fitted = Counter(pg for pgs in fits.values() for pg in pgs)
+    left: list[Op] = []
+    for stream, ks in streams.items():
+        pgs = fits.get(stream, [])
+        if len(pgs) != 1 or fitted[pgs[0]] != 1:
             left.extend(ks)
             continue
-        taken.add(fits[0])
-        for k, call in zip(ks, waiting[fits[0]]):
+        for k, call in zip(ks, waiting[pgs[0]]):
             by_order[call] = k
     return left
 
