@@ -22,6 +22,7 @@ from .astrasim import bin_dir, run
 
 BIN, WHY = bin_dir()
 TOLERANCE = 1e-3
+RUNS = 3  # some ASTRA-sim failures come and go
 
 #: rank 0's all-to-alls as its ET records them (record_param_comms' tensor: elements x item size):
 #: 6144 floats, 24 int64, 384 int32, 3392 int32 (all_to_allv, uneven splits), 6144 floats (backward)
@@ -77,10 +78,11 @@ def test_dlrm_on_astrasim(dlrm, backend, tmp_path, run_cli):
     simulated = {int(r): v["finish_ns"] for r, v in json.loads(sim.stdout)["ranks"].items()}
     argv = summary["command"].split()
     argv[0] = str(BIN / argv[0])
-    finished, log = run(argv, tmp_path)
-    assert sorted(finished) == list(range(8)), log[-1500:]
-    off = {r: (simulated.get(r), t) for r, t in finished.items() if abs(simulated.get(r, -1) - t) > TOLERANCE * t}
-    assert not off, f"rank: (chakra simulate, ASTRA-sim) ns differing by more than 0.1%: {off}"
+    for k in range(RUNS):
+        finished, log = run(argv, tmp_path)
+        assert sorted(finished) == list(range(8)), f"run {k + 1}: {log[-1500:]}"
+        off = {r: (simulated.get(r), t) for r, t in finished.items() if abs(simulated.get(r, -1) - t) > TOLERANCE * t}
+        assert not off, f"rank: (chakra simulate, ASTRA-sim) ns differing by more than 0.1%: {off}"
 
 
 def test_kernels_that_do_not_fit_the_calls_are_not_matched(samples_dir: Path, tmp_path):
