@@ -12,15 +12,25 @@ from chakra.errors import ChakraError
 from chakra.io import rank_path
 
 
-def rank_task(rank: int, files: list[str], kineto: list[str], out: str, options: dict) -> dict[str, Any]:
-    from chakra.converters.pytorch.driver import Options, convert_rank_files
+def rank_task(
+    rank: int, files: list[str], kineto: list[str], out: str, options: dict, placement: Optional[dict] = None
+) -> dict[str, Any]:
+    """Convert one rank; `placement` (from `_gloo_placement`) carries the job-wide gloo answer for
+    a rank that cannot place its gloo collectives alone."""
+    from chakra.converters.pytorch.driver import GlooJob, Options, convert_rank_files
 
     t0 = time.perf_counter()
     try:
         paths, kineto_paths = [Path(p) for p in files], [Path(p) for p in kineto]
-        stats = convert_rank_files(rank, paths, kineto_paths, Path(out), Options(**options))
+        job = None
+        if placement is not None:
+            job = GlooJob(placed={rank: placement["placed"]}, p2p={rank: placement["p2p"]})
+        stats = convert_rank_files(rank, paths, kineto_paths, Path(out), Options(**options), job)
         if "error" in stats:
             return task_error(t0, stats["error"])
+        stats.pop("gloo_survey", None)
+        if placement is not None:
+            stats["warnings"].extend(placement["warnings"])
         return task_result(t0, [(rank, out, stats)])
     except ChakraError as exc:
         return task_error(t0, str(exc))
@@ -37,6 +47,11 @@ def batch_tasks(
         out = str(rank_path(prefix, rank))
         args = (rank, [str(Path(p).absolute()) for p in plain], [str(Path(p).absolute()) for p in kin], out, options)
         tasks.append(BatchTask(rank_task, args, [str(p) for p in (*plain, *kin)], rank, out))
+    if len(tasks) > 1:
+        placements = _gloo_placement(tasks, run)
+        for t in tasks:
+            if t.rank in placements:
+                t.args = (*t.args, placements[t.rank])
     return tasks
 
 
@@ -70,6 +85,31 @@ def _rank_rule(paths: Sequence[Path]) -> Callable[[Path], Optional[int]]:
     ):
         named.update(recorded)
     return named.get
+
+
+def survey_task(rank: int, files: list[str], kineto: list[str], out: str, options: dict) -> Optional[tuple]:
+    """A rank's gloo survey (`gloogroups.Survey.as_tuple()`, None without gloo threads), written nowhere."""
+    from chakra.converters.pytorch.driver import GlooJob, Options, convert_rank_files
+
+    paths, kineto_paths = [Path(p) for p in files], [Path(p) for p in kineto]
+    stats = convert_rank_files(rank, paths, kineto_paths, Path(out), Options(**options), GlooJob(survey_only=True))
+    return stats.get("gloo_survey")
+
+
+def _gloo_placement(tasks: list[BatchTask], run: RunOnWorkers) -> dict[int, dict]:
+    """The plain path's job-wide gloo placement (driver.convert_files), planned on the workers: each
+    rank's survey first, then `solve` over them all for the ranks whose gloo collectives their own
+    trace cannot place (rank -> placed, p2p, warnings); the others convert alone, as there."""
+    from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve, solve_p2p
+
+    found = run(survey_task, [t.args for t in tasks])
+    surveys = [Survey.from_tuple(f) for f in found if isinstance(f, tuple)]
+    deferred = [s.rank for s in surveys if needs_solving(s)]
+    if not deferred:
+        return {}
+    placed, warnings = solve(surveys)
+    p2p = solve_p2p(surveys)
+    return {r: {"placed": placed.get(r), "p2p": p2p.get(r), "warnings": warnings} for r in deferred}
 
 
 def kineto_batch_tasks(

@@ -81,6 +81,8 @@ class CommStats:
     comm_pg_from_functional: int = 0
     #: gloo collectives placed on their group by the job-wide thread -> group solution (gloogroups)
     comm_pg_from_threads: int = 0
+    #: NCCL kernels whose launch links to no call, paired with the ET's calls by order (`_pair_by_order`)
+    comm_kernels_matched_by_order: int = 0
     #: executors merged into their call's comm node: the caller drops them
     merged: list[Op] = field(default_factory=list, repr=False)
     #: the rank's gloo threads and groups, for the job-wide solution (gloogroups.Survey)
@@ -118,11 +120,12 @@ def map_comms(
     calls = _find_calls(order, ops, unknown)
     executors = _find_executors(order)
     call_list = sorted(calls.values(), key=lambda c: c.op.id)
-    batch_kernels = _pair_executors(executors, ops, calls, call_list, unknown)
+    by_order: dict[Call, Op] = {}
+    batch_kernels = _pair_executors(executors, ops, calls, call_list, unknown, by_order)
     split_p2p = _split_batches(batch_kernels, call_list, unknown)
     merged = [k for k in batch_kernels if k.kind == COMM]
     functional = _functional_groups(call_list, ops)
-    synthesized = _place_comm_nodes(call_list, split_p2p, ops, merged)
+    synthesized = _place_comm_nodes(call_list, split_p2p, by_order, ops, merged)
     stats = CommStats(
         comm_calls=len(call_list),
         comm_synthesized=synthesized,
@@ -131,6 +134,14 @@ def map_comms(
         comm_pg_from_functional=functional,
         merged=merged,
     )
+    if by_order:
+        stats.comm_kernels_matched_by_order = len(by_order)
+        streams = sorted({str(k.stream) for k in by_order.values()})
+        stats.group_warnings.append(
+            f"{len(by_order)} NCCL kernel(s) link to no collective call: matched to the ET's calls by order "
+            f"(stream {', '.join(streams)}); each collective keeps its call's type, size and place in the graph "
+            "and takes its kernel's duration"
+        )
     stats.survey = _survey(ops, rank, pgs, world, merged)
     _settle_groups(ops, rank, pgs, stats, thread_groups, p2p_groups or {})
     stats.unknown = dict(unknown)
@@ -188,37 +199,128 @@ def _find_executors(order: list[Op]) -> list[Op]:
 
 
 def _pair_executors(
-    executors: list[Op], ops: dict[int, Op], calls: dict[int, Call], call_list: list[Call], unknown: Counter
+    executors: list[Op],
+    ops: dict[int, Op],
+    calls: dict[int, Call],
+    call_list: list[Call],
+    unknown: Counter,
+    by_order: dict[Call, Op],
 ) -> list[Op]:
     """Phase 3: each executor joins its call; one without a call stands alone when it says what it
-    does, else goes back to compute (counted unknown). Returns the batched send/recv kernels left
-    for `_split_batches`."""
+    does, else goes back to compute (counted unknown). Kernels matched to their calls by order go
+    to `by_order`. Returns the batched send/recv kernels left for `_split_batches`."""
     batch_kernels: list[Op] = []
+    orphans: list[Op] = []
     for ex in executors:
         call = _find_call(ex, ops, calls, call_list)
         if call is not None:
             call.executors.append(ex)
-            continue
-        info = _standalone_info(ex)
-        if info is None:
-            if comms.executor_coll(ex.name) == "sendrecv":
-                batch_kernels.append(ex)
-                continue
-            ex.kind = GPU if ex.thread and isinstance(ex.thread, tuple) else CPU
-            unknown[ex.name] += 1
-            continue
-        ex.comm = info
-        ex.launcher = ex.launcher or _cpu_parent(ex, ops)
+        elif ex.kind == COMM and isinstance(ex.thread, tuple):  # an NCCL kernel: matched by order below
+            orphans.append(ex)
+        else:
+            _stand_alone(ex, ops, batch_kernels, unknown)
+    for ex in _pair_by_order(orphans, call_list, by_order):
+        _stand_alone(ex, ops, batch_kernels, unknown)
     return batch_kernels
 
 
-def _place_comm_nodes(call_list: list[Call], split_p2p: dict, ops: dict[int, Op], merged: list[Op]) -> int:
+def _stand_alone(ex: Op, ops: dict[int, Op], batch_kernels: list[Op], unknown: Counter) -> None:
+    """An executor without a call: it stands alone when it says what it does, a send/recv kernel
+    waits for `_split_batches`, anything else goes back to compute (counted unknown)."""
+    info = _standalone_info(ex)
+    if info is None:
+        if comms.executor_coll(ex.name) == "sendrecv":
+            batch_kernels.append(ex)
+            return
+        ex.kind = GPU if ex.thread and isinstance(ex.thread, tuple) else CPU
+        unknown[ex.name] += 1
+        return
+    ex.comm = info
+    ex.launcher = ex.launcher or _cpu_parent(ex, ops)
+
+
+#: collectives NCCL runs as grouped send/recv (one `SendRecv` kernel per call)
+_BY_SENDRECV = frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.GATHER, CollectiveType.SCATTER})
+
+
+def _pair_by_order(kernels: list[Op], call_list: list[Call], by_order: dict[Call, Op]) -> list[Op]:
+    """NCCL kernels whose launch links to no call, matched to the calls no kernel ran, by order.
+
+    NCCL runs a process group's collectives on one stream in issue order, so when a stream's
+    unclaimed kernels and one group's unclaimed calls are the same sequence of collective types
+    (SendRecv for all-to-all), the k-th kernel ran the k-th call. That is the case of an ET and a
+    Kineto trace taken over different iterations of the same loop (no launch links to its call,
+    yet every iteration issues the same collectives). Only where linking found nothing: a group
+    with a call that reached its kernel through the launch, or a stream with such a kernel, is
+    left alone (there an unclaimed kernel is one whose call lies outside the trace, and the other
+    way round). A stream and a group are paired only when each fits the other alone. Fills
+    `by_order` (call -> kernel); returns the kernels left. A paired call keeps its place in the
+    ET's graph and takes its kernel's duration: the kernel's own time is another iteration's (see
+    `_place_comm_nodes`)."""
+    if not kernels:
+        return []
+    linked_groups, linked_streams = set(), set()
+    for call in call_list:
+        for ex in call.executors:
+            if ex.kind == COMM and isinstance(ex.thread, tuple):
+                linked_groups.add(call.info.pg_name)
+                linked_streams.add(ex.thread)
+    waiting: dict[str, list[Call]] = {}
+    for call in call_list:
+        coll, pg = call.info.coll, call.info.pg_name
+        if not call.executors and coll not in (SEND, RECV) and not isinstance(coll, str) and pg not in linked_groups:
+            waiting.setdefault(pg, []).append(call)
+    streams: dict[Any, list[Op]] = {}
+    for k in kernels:
+        streams.setdefault(k.thread, []).append(k)
+    fits: dict[Any, list[str]] = {}
+    for stream, ks in streams.items():
+        ks.sort(key=lambda k: (k.ts or 0, k.id))
+        if stream not in linked_streams:
+            fits[stream] = [pg for pg, cs in waiting.items() if _same_sequence(ks, cs)]
+    fitted = Counter(pg for pgs in fits.values() for pg in pgs)
+    left: list[Op] = []
+    for stream, ks in streams.items():
+        pgs = fits.get(stream, [])
+        if len(pgs) != 1 or fitted[pgs[0]] != 1:
+            left.extend(ks)
+            continue
+        for k, call in zip(ks, waiting[pgs[0]]):
+            by_order[call] = k
+    return left
+
+
+def _same_sequence(kernels: list[Op], calls: list[Call]) -> bool:
+    if len(kernels) != len(calls):
+        return False
+    for k, call in zip(kernels, calls):
+        coll = comms.executor_coll(k.name)
+        if coll == "sendrecv":
+            if call.info.coll not in _BY_SENDRECV:
+                return False
+        elif coll in (None, "unknown") or call.info.coll not in _COMPATIBLE.get(coll, {coll}):
+            return False
+    return True
+
+
+def _place_comm_nodes(
+    call_list: list[Call], split_p2p: dict, by_order: dict[Call, Op], ops: dict[int, Op], merged: list[Op]
+) -> int:
     """Phase 4: every call gets ONE comm node: its first executor (the others are appended to
-    `merged`), a node per send/recv of a batch kernel, or a synthesised one. Returns how many were
+    `merged`), a node per send/recv of a batch kernel, a synthesised one lasting as long as the
+    kernel matched to it by order (merged away), or a synthesised one. Returns how many were
     synthesised without any executor."""
     synthesized = 0
     next_id = max(ops, default=1) + 1
     for call in call_list:
+        kernel = by_order.get(call)
+        if kernel is not None:
+            syn = ops[next_id] = _synthesize(call, next_id, None)
+            next_id += 1
+            if syn.ts is not None and kernel.ts is not None and kernel.end is not None:
+                syn.end = syn.ts + (kernel.end - kernel.ts)
+            merged.append(kernel)
+            continue
         if not call.executors or call in split_p2p:
             kernel = split_p2p.get(call)
             ops[next_id] = _synthesize(call, next_id, kernel)
@@ -285,7 +387,8 @@ def _settle_groups(
         pool_pg = thread_groups
     elif len(pgs) > 1 and stats.survey is not None and stats.survey.threads:
         # this rank alone (no job-wide solution): the same rules, without the other ranks' evidence
-        solution, stats.group_warnings = solve([stats.survey])
+        solution, alone_warnings = solve([stats.survey])
+        stats.group_warnings.extend(alone_warnings)
         pool_pg = solution.get(rank, {})
         if len(candidates(stats.survey)) > 1:
             stats.group_warnings.append(

@@ -61,6 +61,8 @@ class GlooJob:
     (rank -> gloo thread -> pg_name), and the deferred ranks are converted again with it."""
 
     defer: bool = False
+    #: stop every rank after mapping its collectives (a survey pass: `survey_rank_files`)
+    survey_only: bool = False
     placed: dict[int, dict[int, str]] = field(default_factory=dict)
     #: rank -> point-to-point op id -> pg_name (`gloogroups.solve_p2p`)
     p2p: dict[int, dict[int, str]] = field(default_factory=dict)
@@ -121,10 +123,7 @@ def _convert_rank(
             stats["warnings"].append(f"{et.path}: unterminated ET repaired (cut at the last complete node)")
         ext_to_op = link_et(ops, kf, stats) if kf is not None else {}
         if kf is not None and stats["et_ops_with_rf_id"] and stats["link_rate"] < 0.5:
-            stats["warnings"].append(
-                f"only {stats['linked']} of {stats['et_ops_with_rf_id']} ET ops link to {kf.path} by name"
-                f" ({stats['link_key']}); were both traces taken over the same steps?"
-            )
+            stats["warnings"].append(_link_warning(et.path, kf.path, stats))
         dropped = Counter({"process/thread root node": et.roots}) if et.roots else Counter()
     else:
         assert kf is not None
@@ -147,7 +146,7 @@ def _convert_rank(
     comm_stats = map_comms(ops, rank, pgs, thread_groups, world, job.p2p.get(rank) if job is not None else None)
     if job is not None and comm_stats.survey is not None:
         job.surveys[rank] = comm_stats.survey
-        if job.defer and thread_groups is None and needs_solving(comm_stats.survey):
+        if job.survey_only or (job.defer and thread_groups is None and needs_solving(comm_stats.survey)):
             return Trace(metadata=pb.GlobalMetadata(), nodes=[], rank=rank), {"rank": rank, "deferred": True}
     stats["warnings"].extend(comm_stats.group_warnings)
     stats.update(comm_stats.as_dict())
@@ -201,6 +200,25 @@ def _convert_rank(
     _summarise(stats, encoder.types, list(ops.values()), dropped, timed)
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     return trace, stats
+
+
+def _link_warning(et_path: str, kineto_path: str, stats: dict[str, Any]) -> str:
+    """Few ET ops link to the Kineto trace. When most ids find an event of ANOTHER name, the two
+    were recorded over different iterations (ids count every op since the profiler started, so
+    another step shifts them): say so, and flag it in the summary (`iterations_differ`)."""
+    linked, total, key = stats["linked"], stats["et_ops_with_rf_id"], stats["link_key"]
+    if stats["link_name_mismatch"] > linked:
+        stats["iterations_differ"] = True
+        return (
+            f"{et_path} and {kineto_path} were recorded over different iterations: only {linked} of {total} "
+            f"ET ops link by name ({key}), {stats['link_name_mismatch']} find an op of another name under "
+            "their id; unlinked ops have no Kineto time (placed after the last linked one), so record "
+            "both over the same steps for a timed trace"
+        )
+    return (
+        f"only {linked} of {total} ET ops link to {kineto_path} by name ({key}); "
+        "were both traces taken over the same steps?"
+    )
 
 
 def _sync_events(kf: KinetoFile) -> list[KEvent]:
@@ -442,13 +460,15 @@ def convert_rank_files(
     kineto_paths: Sequence[Path],
     out_path: Path,
     options: Optional[Options] = None,
+    job: Optional[GlooJob] = None,
 ) -> dict[str, Any]:
     """Convert ONE rank given by file names, reading the files here (a batch worker's whole job).
 
     `paths` may hold the ET and/or its Kineto trace (told apart by content); `kineto_paths` must be
     Kineto traces. The rank comes from the caller (file names); a Kineto trace whose
     distributedInfo names another rank is refused, as in `gather_inputs`. Writes `out_path`
-    atomically and returns the summary, or `{"error": ...}` (nothing written).
+    atomically and returns the summary, or `{"error": ...}` (nothing written). `job`: as in
+    `_convert_one` (the job-wide gloo placement, or a survey pass writing nothing).
     """
     try:
         ets, kins = _read_split(paths, kineto_paths)
@@ -467,7 +487,7 @@ def convert_rank_files(
                 raise InputError(f"{kins[0][0]}: is rank {stated} (distributedInfo) but its file name says rank {rank}")
     except ChakraError as exc:
         return {"error": str(exc)}
-    return _convert_one(ri, str(out_path), options or Options())
+    return _convert_one(ri, str(out_path), options or Options(), job)
 
 
 def _plain_bytes(raw: Any) -> Optional[bytes]:

@@ -38,6 +38,10 @@ def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[st
             table.add_row(
                 "linked to Kineto", f"{s['linked']:,} of {s['et_ops_with_rf_id']:,} ET ops ({rate}) by {s['link_key']}"
             )
+        if s.get("iterations_differ"):
+            table.add_row("ET vs Kineto", "[bold]recorded over different iterations[/] (see the warnings)")
+        if s.get("comm_kernels_matched_by_order"):
+            table.add_row("NCCL kernels", f"{s['comm_kernels_matched_by_order']} matched to their calls by order")
         table.add_row("durations", s["durations"])
         if s.get("gap_nodes"):
             table.add_row("CPU gap nodes", f"{s['gap_nodes']:,} ({s['gap_us']:,} µs)")
