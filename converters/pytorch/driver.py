@@ -48,6 +48,11 @@ class Options:
     # Keep the `process_group:init` METADATA node: ASTRA-sim aborts on it, so by default the groups
     # go to PREFIX.comm_groups.json only.
     metadata_node: bool = False
+    # The profiler's cost (overhead.py): "remove" it (fitted to the untraced step time when one is
+    # known: `step_time_ns`, else a manifest beside the inputs; estimated otherwise) or "keep" the
+    # profiled durations.
+    overhead: str = "remove"
+    step_time_ns: Optional[float] = None
 
 
 @dataclass
@@ -466,6 +471,8 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        if options.overhead in ("remove", "keep") and all(r.get("durations") == "from Kineto" for r in results):
+            _profiler_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -485,6 +492,34 @@ def convert_files(
         for tmp in tmp_paths:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _profiler_overhead(
+    tmp_paths: Sequence[str], finals: Sequence[Path], results: list[dict], inputs: Sequence[Path], options: Options
+) -> None:
+    """Rewrite the converted ranks without the profiler's cost (overhead.py), every rank at once
+    (the fit simulates the whole job); each summary gets the report."""
+    from chakra.converters.pytorch import overhead
+    from chakra.io import read_trace, write_trace
+    from chakra.record.manifest import find_truth
+
+    traces = [read_trace(p, rank=r["rank"]) for p, r in zip(tmp_paths, results)]
+    if options.overhead == "keep":
+        rep = overhead.keep_recorded(traces)
+    else:
+        truth = find_truth(inputs) if options.step_time_ns is None else None
+        measured, source = (options.step_time_ns, "--step-time") if truth is None else (truth.step_ns, truth.source)
+        rep = overhead.remove_overhead(traces, measured, measured_source=source)
+    for p, final, t in zip(tmp_paths, finals, traces):
+        fresh = temp_path(final)  # the first temporary file was read: it counts as an input
+        try:
+            write_trace(fresh, t)
+            os.replace(fresh, p)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(fresh)
+    for r in results:
+        r["profiler_overhead"] = rep.as_dict()
 
 
 def _name_output(message: str, tmps: Sequence[str], finals: Sequence[Path]) -> str:

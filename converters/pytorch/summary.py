@@ -22,6 +22,21 @@ def _groups_line(s: dict[str, Any]) -> str:
     return "none recorded"
 
 
+def overhead_line(o: dict[str, Any]) -> str:
+    """What the conversion did about the profiler's cost, and the step it predicts."""
+    prof = f"profiled replay {o['replay_profiled_ns'] / 1e6:,.3f} ms/step"
+    if o["mode"] == "kept":
+        return f"kept (--profiled): {prof}"
+    pred = o["predicted_step_ns"] / 1e6
+    removed = f"{o['removed_us'] / 1e3:,.1f} ms of host time removed"
+    if o["mode"] == "measured":
+        how = f"fitted to the measured step {o['measured_step_ns'] / 1e6:,.3f} ms ({o['measured_source']})"
+    else:
+        how = "estimated from the trace alone (no step time: --step-time or a chakra.record manifest)"
+    change = f"{pred / (o['replay_profiled_ns'] / 1e6):.2f}x" if o["replay_profiled_ns"] else "-"
+    return f"removed, {how}: {prof} -> {pred:,.3f} ms/step ({change}); {removed}"
+
+
 def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[str], None]) -> None:
     for s in summaries:
         title = f"rank {s['rank']}: {s.get('output', '')}"
@@ -50,6 +65,8 @@ def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[st
         for step, us in (s.get("profiler_steps_us") or {}).items():
             table.add_row(f"  {step}", f"{us:,} µs")
         table.add_row("process groups", _groups_line(s))
+        if s.get("profiler_overhead"):
+            table.add_row("profiler cost", overhead_line(s["profiler_overhead"]))
         for reason, count in s.get("dropped", {}).items():
             table.add_row("dropped", f"{count:,} {reason}")
         for name, count in (s.get("unknown") or {}).items():

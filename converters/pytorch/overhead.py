@@ -1,0 +1,303 @@
+"""Remove the profiler's cost from a converted PyTorch trace, so that it describes the untraced run.
+
+Under `torch.profiler` with the Execution Trace observer every host operator pays for the
+callbacks that record it (Kineto's, and the observer serialising its arguments), and every CUDA
+runtime call pays for CUPTI: a launch-bound step can take 5x its untraced time. GPU kernels do
+not: CUPTI times them on the device. So only host-side time is corrected:
+
+* host nodes (an operator's own segment, the `gap`s between its children, `idle`, CPU `queue`
+  hand-offs) and the GPU `queue` nodes (a kernel waiting for its launch, which under CUPTI holds
+  the inflated launch path) keep a fraction `keep` of their recorded time, but lose at most
+  `cap_us` each: an operator that does real work on the CPU (a CPU matmul of a millisecond)
+  loses the profiler's per-call cost, not 80% of its work;
+* GPU kernels, memory copies and communication keep their recorded times.
+
+`keep` comes from a measured untraced step time when there is one (a `chakra.record` manifest
+beside the traces, `--step-time`): it is fitted so that the simulated step (chakra.sim.steps)
+equals the measured one. Without one it is estimated: `DEFAULT_KEEP`, the host-time share that
+reproduces the untraced step on the project's own H200 recordings (docs/whatif-validation.md),
+and `cap_us` from the trace itself, as `CAP_GAPS` times the median gap between two operators
+recorded back to back inside a C++ operator (those gaps hold nothing but the profiler's exit
+and entry callbacks).
+
+Every changed node keeps its recorded duration in the `profiled_dur_us` attribute, and the
+trace's metadata says what was done (`profiler_overhead`: mode, keep, cap, the recorded and the
+predicted step), so the profiled run stays available (`chakra convert pytorch --profiled` keeps
+it as the durations instead).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from chakra.schema import NodeType
+from chakra.schema.attrs import get_attr, set_attr
+from chakra.sim.steps import recorded_steps_ns, step_time
+from chakra.trace import Trace
+
+#: When the trace has too few back-to-back operators to read the gap cost from: µs.
+DEFAULT_GAP_US = 5.0
+#: A host node loses at most this many times its profiler cost (an operator doing real work on
+#: the CPU keeps its work).
+CAP_COSTS = 4.0
+#: Untraced time of a host node (µs) when no step time is known: what one dispatch, launch or
+#: gap costs without the profiler on the H200 machine's host (median over its recordings of
+#: the untraced step / host nodes per step, docs/whatif-validation.md).
+DEFAULT_BASE_US = 1.25
+PROFILED_ATTR = "profiled_dur_us"
+META_ATTR = "profiler_overhead"
+
+_COMP = int(NodeType.COMP_NODE)
+_HOST_SPECIAL = ("gap", "idle", "queue")
+
+
+@dataclass
+class OverheadReport:
+    """What was removed, for the summary and the JSON form."""
+
+    mode: str  # "measured" (fitted to a step time), "estimated" (trace alone), "kept" (--profiled)
+    base_us: float  # a host node's untraced time, unless its recorded time less CAP_COSTS x its cost is more
+    gap_cost_us: float
+    op_cost_us: float
+    profiled_step_ns: float = 0.0  # the recorded steps (Kineto ProfilerStep# spans), median
+    replay_profiled_ns: float = 0.0  # the simulated step with the recorded durations
+    predicted_step_ns: float = 0.0  # the simulated step after the removal
+    measured_step_ns: Optional[float] = None
+    measured_source: Optional[str] = None
+    removed_us: int = 0  # host time removed, all ranks, all steps
+    host_nodes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["units"] = "ns (step times), µs (removed_us, *_cost_us)"
+        return d
+
+
+def _host_nodes(trace: Trace) -> list[Any]:
+    """The nodes whose recorded time holds profiler cost (module docstring), in trace order."""
+    out = []
+    for n in trace.nodes:
+        if n.type != _COMP:
+            continue
+        cpu = get_attr(n, "is_cpu_op", None)
+        if cpu is False and n.name != "queue":
+            continue
+        out.append(n)
+    return out
+
+
+#: Leaf operators whose real work is a few hundred ns (metadata only): under the profiler their
+#: recorded time is the profiler's cost inside an operator's span.
+TRIVIAL_OPS = frozenset(
+    {"aten::as_strided", "aten::view", "aten::empty", "aten::empty_strided", "aten::detach_", "aten::alias",
+     "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::permute", "aten::slice",
+     "aten::select", "aten::_unsafe_view", "aten::resolve_conj", "aten::resolve_neg", "aten::lift_fresh"}
+)  # fmt: skip
+
+
+@dataclass
+class Costs:
+    """The profiler's cost per host node, µs, read from the trace (module docstring)."""
+
+    gap_us: float  # between two operators: the first one's exit, the next one's entry
+    op_us: float  # inside an operator's span, before its first child or its end
+
+    def of(self, node: Any) -> float:
+        return self.gap_us if node.name in _HOST_SPECIAL else self.op_us
+
+
+def _events(trace: Trace, nodes: list[Any]) -> list[int]:
+    """Profiled events per host node: itself, plus one per device task it launched (each launch
+    is a CUDA runtime call that CUPTI records)."""
+    launches: dict[int, int] = {}
+    for n in trace.nodes:
+        if n.type == _COMP and get_attr(n, "is_cpu_op", None) is False and n.name != "queue":
+            for d in n.data_deps:
+                launches[d] = launches.get(d, 0) + 1
+    # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
+    # kernel already waits for the host node that launched it.
+    return [
+        0 if n.name == "queue" and get_attr(n, "is_cpu_op", None) is False else 1 + launches.get(n.id, 0) for n in nodes
+    ]
+
+
+def estimate_costs(traces: Sequence[Trace]) -> Costs:
+    """Median gap between two children of a C++ (`aten::`) operator (nothing but the profiler
+    runs there) and median recorded time of the trivial leaf operators (`TRIVIAL_OPS`)."""
+    gaps: list[int] = []
+    leaves: list[int] = []
+    for t in traces:
+        names = {n.id: n.name for n in t.nodes}
+        parents = {get_attr(n, "gap_of", 0) for n in t.nodes if n.name == "gap"}
+        for n in t.nodes:
+            if n.type != _COMP:
+                continue
+            if n.name == "gap":
+                if names.get(get_attr(n, "gap_of", 0), "").startswith("aten::"):
+                    gaps.append(n.duration_micros)
+            elif n.name in TRIVIAL_OPS and n.id not in parents:
+                leaves.append(n.duration_micros)
+    gap = statistics.median(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
+    op = statistics.median(leaves) if len(leaves) >= 10 else gap
+    return Costs(float(gap), float(op))
+
+
+class _Plan:
+    """The host nodes of every rank with their recorded durations and profiler costs."""
+
+    def __init__(self, traces: Sequence[Trace], costs: Costs) -> None:
+        self.traces = traces
+        self.nodes = [_host_nodes(t) for t in traces]
+        self.recorded = [[get_attr(n, PROFILED_ATTR, None) or n.duration_micros for n in ns] for ns in self.nodes]
+        self.events = [_events(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.cap = [
+            [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
+        ]
+
+    def apply(self, base_us: float) -> int:
+        """Each host node keeps max(min(recorded, base_us), recorded - cap); returns the µs removed.
+        Rounding error is carried from node to node, so sums along a thread stay exact to 1 µs."""
+        removed = 0
+        for nodes, rec, cap, events in zip(self.nodes, self.recorded, self.cap, self.events):
+            carry = 0.0
+            for n, d, c, e in zip(nodes, rec, cap, events):
+                exact = max(min(d, base_us * e), d - c) + carry
+                new = int(round(exact))
+                carry = exact - new
+                n.duration_micros = new
+                removed += d - new
+        return removed
+
+    def mark(self) -> None:
+        for nodes, rec in zip(self.nodes, self.recorded):
+            for n, d in zip(nodes, rec):
+                if n.duration_micros != d and get_attr(n, PROFILED_ATTR, None) is None:
+                    set_attr(n, PROFILED_ATTR, int(d))
+
+
+def simulated_step_ns(traces: Sequence[Trace]) -> float:
+    """The replayed step (chakra.sim.steps) of traces as they are: recorded comm durations."""
+    from chakra.sim import SimOptions, simulate
+
+    res = simulate(list(traces), options=SimOptions(comm_mode="replay", record_nodes=True))
+    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+def remove_overhead(
+    traces: Sequence[Trace],
+    measured_step_ns: Optional[float] = None,
+    *,
+    measured_source: Optional[str] = None,
+    base_us: Optional[float] = None,
+    costs: Optional[Costs] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> OverheadReport:
+    """Rewrite the traces' host durations in place (module docstring); returns what was done.
+
+    With `measured_step_ns` the scale of the costs is fitted (bisection: the replayed step
+    shrinks as the scale grows) until the replayed step is within 0.5% of it; a step time that
+    the recorded durations already exceed, or that no host time can reach, is said in the notes
+    and the nearest end is kept.
+    """
+    say = progress or (lambda _m: None)
+    costs = costs or estimate_costs(traces)
+    plan = _Plan(traces, costs)
+    rep = OverheadReport("estimated", DEFAULT_BASE_US, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
+    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    plan.apply(float("inf"))  # every node as recorded
+    rep.replay_profiled_ns = simulated_step_ns(traces)
+    if measured_step_ns is not None:
+        rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
+        target = float(measured_step_ns)
+        lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
+        plan.apply(lo)
+        floor = simulated_step_ns(traces)
+        if target >= rep.replay_profiled_ns:
+            rep.base_us = hi
+            rep.notes.append(
+                f"the measured step ({target / 1e6:.3f} ms) is not shorter than the profiled replay "
+                f"({rep.replay_profiled_ns / 1e6:.3f} ms): durations kept as recorded"
+            )
+        elif floor > target:
+            rep.base_us = 0.0
+            rep.notes.append(
+                f"with every host node at its floor the replay takes {floor / 1e6:.3f} ms, more than the "
+                f"measured {target / 1e6:.3f} ms (device time or communication sets the step)"
+            )
+        else:
+            for i in range(40):
+                mid = (lo + hi) / 2
+                plan.apply(mid)
+                got = simulated_step_ns(traces)
+                say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
+                if abs(got - target) <= 0.003 * target:
+                    lo = hi = mid
+                    break
+                if got > target:
+                    hi = mid
+                else:
+                    lo = mid
+            rep.base_us = (lo + hi) / 2
+    elif base_us is not None:
+        rep.base_us = base_us
+    rep.removed_us = plan.apply(rep.base_us)
+    rep.predicted_step_ns = simulated_step_ns(traces)
+    plan.mark()
+    for t in traces:
+        set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
+    return rep
+
+
+def keep_recorded(traces: Sequence[Trace]) -> OverheadReport:
+    """`--profiled`: nothing removed; the report still gives the profiled step and its replay."""
+    costs = estimate_costs(traces)
+    rep = OverheadReport(
+        "kept", float("inf"), costs.gap_us, costs.op_us, host_nodes=sum(len(_host_nodes(t)) for t in traces)
+    )
+    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    rep.replay_profiled_ns = rep.predicted_step_ns = simulated_step_ns(traces)
+    for t in traces:
+        set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
+    return rep
+
+
+def overhead_of(trace: Trace) -> Optional[dict[str, Any]]:
+    """The `profiler_overhead` record a converted trace carries, or None."""
+    raw = get_attr(trace.metadata, META_ATTR, None)
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def restore_profiled(traces: Sequence[Trace]) -> int:
+    """Put the recorded (profiled) durations back; returns the number of nodes changed."""
+    changed = 0
+    for t in traces:
+        for n in t.nodes:
+            d = get_attr(n, PROFILED_ATTR, None)
+            if d is not None and n.duration_micros != d:
+                n.duration_micros = int(d)
+                changed += 1
+    return changed
+
+
+__all__ = [
+    "Costs",
+    "OverheadReport",
+    "estimate_costs",
+    "keep_recorded",
+    "overhead_of",
+    "remove_overhead",
+    "restore_profiled",
+    "simulated_step_ns",
+]
