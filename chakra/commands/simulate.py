@@ -166,6 +166,9 @@ def simulate_cmd(
         # config on standard input could not be read twice).
         network = load_network(network) if network is not None else None
         system = load_system(system) if system is not None else None
+        recording = _recording(traces)
+        if recording is not None:  # a converted PyTorch recording: its steps are reported
+            options = replace(options, record_nodes=True)
         # 2. the run, logged where asked (or to a temp file a timeline is drawn from)
         with _event_log(log, timeline) as log_path:
             result = _run(traces, network, system, memory, replace(options, log_path=log_path), quiet)
@@ -186,12 +189,57 @@ def simulate_cmd(
             title = f"chakra simulate: {', '.join(traces)}"
             write_html(html, title, simulate_sections(result.to_json()), subtitle=_subtitle(result))
             info(f"wrote {html}", quiet)
+        step = _step(traces, result, recording)
         if json_out:
-            print_json(result.to_json())
+            out = result.to_json()
+            if step is not None:
+                out["step"] = step
+            print_json(out)
         else:
             _print_result(result, quiet)
+            if step is not None:
+                _print_step(step)
             if result.traffic is not None:
                 _print_traffic(result.traffic)
+
+
+def _recording(traces: list[str]) -> Optional[dict[str, Any]]:
+    """The `profiler_overhead` record of a converted PyTorch recording (rank 0's metadata), else None."""
+    from chakra.io import expand_trace_args
+    from chakra.sim.steps import overhead_of_file
+
+    try:
+        pairs = expand_trace_args(traces)
+        return overhead_of_file(pairs[0][1]) if pairs else None
+    except (ChakraError, OSError):
+        return None  # the simulation reports unreadable inputs itself
+
+
+def _step(traces: list[str], result: Any, recording: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The step (chakra.sim.steps, the definition whatif and analyze use) and which run it describes."""
+    if recording is None or result.node_times is None:
+        return None
+    from chakra.io import expand_trace_args
+    from chakra.sim.steps import step_ids_of_files, step_time_of_ids, timebase
+
+    pairs = [(r if r is not None else i, p) for i, (r, p) in enumerate(expand_trace_args(traces))]
+    st = step_time_of_ids(
+        step_ids_of_files(pairs), {r: v.finish_ns for r, v in result.ranks.items()}, result.node_times
+    )
+    return {**st.as_dict(), **timebase(recording)}
+
+
+def _print_step(step: dict[str, Any]) -> None:
+    """Per-step time of the run the durations describe, with the profiled step beside it."""
+    line = f"step: [bold]{step['step_ns'] / 1e6:,.3f} ms[/] (median of {step['steps']} steps) — {step['label']}"
+    console.print(line)
+    if step["times"] == "untraced" and step.get("profiled_replay_step_ns"):
+        prof = step["profiled_replay_step_ns"] / 1e6
+        rec = step.get("profiled_recorded_step_ns") or 0
+        console.print(
+            f"profiled step: {prof:,.3f} ms replayed with the recorded durations ({rec / 1e6:,.3f} ms recorded by "
+            "the profiler); convert with --profiled to replay it"
+        )
 
 
 @contextlib.contextmanager

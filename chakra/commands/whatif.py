@@ -34,6 +34,7 @@ class Recipe(str, Enum):
     zero = "zero"
     rebalance_routing = "rebalance-routing"
     straggler = "straggler"
+    cuda_graphs = "cuda-graphs"
 
 
 _ROWS = (
@@ -84,6 +85,9 @@ def whatif_cmd(
         None, "--comm-cpu-fraction", help="data-parallel with --cores: share of each collective that is CPU work."
     ),
     pattern: str = typer.Option(r"Optimizer\.step", "--pattern", help="fused-optimizer: optimizer-step regions."),
+    kernel_gap_us: float = typer.Option(
+        1.0, "--kernel-gap-us", help="cuda-graphs: the device's gap between two kernels of a replayed graph (µs)."
+    ),
     cost: str = typer.Option(
         "sum",
         "--cost",
@@ -120,6 +124,11 @@ def whatif_cmd(
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
       [bold]chakra whatif moe --recipe rebalance-routing[/]
       [bold]chakra whatif run --recipe straggler --rank 3 --factor 1.2[/]   (one rank 20% slower)
+      [bold]chakra whatif run --recipe cuda-graphs[/]   (host launch work gone: device time + one graph launch)
+
+    Times describe the run the traces describe: a converted PyTorch recording is the untraced
+    run (the profiler's cost removed on conversion), so speedups are real-run speedups; the
+    baseline is the step `chakra simulate` prints for the same --comm.
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
@@ -144,6 +153,7 @@ def whatif_cmd(
             "serialize_comm": serialize_comm,
             "comm_cpu_fraction": comm_cpu_fraction,
             "pattern": pattern,
+            "kernel_gap_us": kernel_gap_us,
             "cost": cost,
             "bytes_per_s": bytes_per_s,
             "on": on,
@@ -183,6 +193,7 @@ def whatif_cmd(
                     base, result, network=network, system=system, steps=steps, comm_mode=comm, comm_groups=file_groups
                 )
             )
+            report["comm_mode"] = comm
             if html is not None:
                 from chakra.report.figures import whatif_sections
                 from chakra.report.html import write_html
@@ -244,6 +255,12 @@ def _print_prediction(r: dict[str, Any]) -> None:
     console.print(t)
     sp = r["speedup"]
     console.print(f"predicted speedup: {sp:.3f}x" if sp else "predicted step time is 0")
+    tb = r.get("timebase") or {}
+    if tb:
+        console.print(
+            f"times: {tb['label']}; the baseline is the step `chakra simulate --comm {r.get('comm_mode', 'model')}` "
+            "prints (median ProfilerStep# span)"
+        )
 
 
 def _print_ranks(r: dict[str, Any], slowed: Optional[int]) -> None:

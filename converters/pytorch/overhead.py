@@ -29,6 +29,7 @@ it as the durations instead).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from typing import Any, Callable, Optional
 
 from chakra.schema import NodeType
 from chakra.schema.attrs import get_attr, set_attr
-from chakra.sim.steps import recorded_steps_ns, step_time
+from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
 
 #: When the trace has too few back-to-back operators to read the gap cost from: µs.
@@ -47,11 +48,14 @@ CAP_COSTS = 4.0
 #: Untraced time of a host node (µs) when no step time is known: what one dispatch, launch or
 #: gap costs without the profiler on the H200 machine's host (median over its recordings of
 #: the untraced step / host nodes per step, docs/whatif-validation.md).
-DEFAULT_BASE_US = 1.25
+DEFAULT_BASE_US = 1.0
+#: A Python-level gap loses this many back-to-back operator gaps (the callbacks around it).
+PYTHON_GAPS = 1.0
 PROFILED_ATTR = "profiled_dur_us"
-META_ATTR = "profiler_overhead"
+META_ATTR = OVERHEAD_ATTR
 
 _COMP = int(NodeType.COMP_NODE)
+_BACKWARD = re.compile(r"Backward\d*$")
 _HOST_SPECIAL = ("gap", "idle", "queue")
 
 
@@ -126,6 +130,23 @@ def _events(trace: Trace, nodes: list[Any]) -> list[int]:
     ]
 
 
+def _python_level(trace: Trace, nodes: list[Any]) -> list[bool]:
+    """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
+    gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
+    `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
+    names = {n.id: n.name for n in trace.nodes}
+    out = []
+    for n in nodes:
+        if n.name == "idle":
+            out.append(True)
+        elif n.name == "gap":
+            owner = names.get(get_attr(n, "gap_of", 0), "")
+            out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
+        else:
+            out.append(False)
+    return out
+
+
 def estimate_costs(traces: Sequence[Trace]) -> Costs:
     """Median gap between two children of a C++ (`aten::`) operator (nothing but the profiler
     runs there) and median recorded time of the trivial leaf operators (`TRIVIAL_OPS`)."""
@@ -158,15 +179,26 @@ class _Plan:
         self.cap = [
             [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
         ]
+        # Python time (a gap of a Python-level region, idle time on the main thread) is real work
+        # the profiler does not slow down: such a node loses only the callbacks around it.
+        self.python = [_python_level(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.python_cost = PYTHON_GAPS * costs.gap_us
 
-    def apply(self, base_us: float) -> int:
-        """Each host node keeps max(min(recorded, base_us), recorded - cap); returns the µs removed.
-        Rounding error is carried from node to node, so sums along a thread stay exact to 1 µs."""
+    def apply(self, base_us: Optional[float]) -> int:
+        """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
+        node its recorded time less the callbacks (None: every node as recorded); returns the µs
+        removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
         removed = 0
-        for nodes, rec, cap, events in zip(self.nodes, self.recorded, self.cap, self.events):
+        if base_us is None:
+            for nodes, rec in zip(self.nodes, self.recorded):
+                for n, d in zip(nodes, rec):
+                    n.duration_micros = d
+            return 0
+        py_cost = self.python_cost
+        for nodes, rec, cap, events, python in zip(self.nodes, self.recorded, self.cap, self.events, self.python):
             carry = 0.0
-            for n, d, c, e in zip(nodes, rec, cap, events):
-                exact = max(min(d, base_us * e), d - c) + carry
+            for n, d, c, e, py in zip(nodes, rec, cap, events, python):
+                exact = (max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)) + carry
                 new = int(round(exact))
                 carry = exact - new
                 n.duration_micros = new
@@ -210,7 +242,7 @@ def remove_overhead(
     rep = OverheadReport("estimated", DEFAULT_BASE_US, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
-    plan.apply(float("inf"))  # every node as recorded
+    plan.apply(None)  # every node as recorded
     rep.replay_profiled_ns = simulated_step_ns(traces)
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
@@ -270,13 +302,7 @@ def keep_recorded(traces: Sequence[Trace]) -> OverheadReport:
 
 def overhead_of(trace: Trace) -> Optional[dict[str, Any]]:
     """The `profiler_overhead` record a converted trace carries, or None."""
-    raw = get_attr(trace.metadata, META_ATTR, None)
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+    return overhead_record(trace.metadata)
 
 
 def restore_profiled(traces: Sequence[Trace]) -> int:
