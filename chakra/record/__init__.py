@@ -89,6 +89,7 @@ class Recorder:
         self.world_size = dist.get_world_size() if self.distributed else 1
         self.index = 0  # steps done
         self.untraced_s: list[float] = []
+        self.untraced_cpu_s: list[float] = []  # CPU time of the calling thread (a loaded machine's check)
         self.traced_s: list[float] = []
         self._prof: Any = None
         self._et: Any = None
@@ -155,12 +156,14 @@ class Recorder:
             self._barrier()
             self._start_profiler()
         self._sync()
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         yield phase
         self._sync()
         dt = time.perf_counter() - t0
         if phase == "timed":
             self.untraced_s.append(dt)
+            self.untraced_cpu_s.append(time.thread_time() - c0)
         elif phase == "traced":
             self.traced_s.append(dt)
             self._prof.step()
@@ -209,6 +212,8 @@ class Recorder:
             "warmup_steps": self.warmup,
             "untraced_step_s": _summary(self.untraced_s),
             "untraced_per_step_s": self.untraced_s,
+            "untraced_thread_cpu_s": _summary(self.untraced_cpu_s),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "traced_steps": self.traced,
             "traced_step_s": traced,
             "files": self.files,

@@ -49,8 +49,8 @@ class Options:
     # go to PREFIX.comm_groups.json only.
     metadata_node: bool = False
     # The profiler's cost (overhead.py): "remove" it (fitted to the untraced step time when one is
-    # known: `step_time_ns`, else a manifest beside the inputs; estimated otherwise) or "keep" the
-    # profiled durations.
+    # known: `step_time_ns`, else a manifest beside the inputs; estimated otherwise), "estimate"
+    # it from the trace alone even where a manifest is (validation), or "keep" the profiled durations.
     overhead: str = "remove"
     step_time_ns: Optional[float] = None
 
@@ -471,7 +471,7 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        if options.overhead in ("remove", "keep") and all(r.get("durations") == "from Kineto" for r in results):
+        if options.overhead in ("remove", "estimate", "keep") and all(r.get("durations") == "from Kineto" for r in results):
             _profiler_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
@@ -507,7 +507,7 @@ def _profiler_overhead(
     if options.overhead == "keep":
         rep = overhead.keep_recorded(traces)
     else:
-        truth = find_truth(inputs) if options.step_time_ns is None else None
+        truth = find_truth(inputs) if options.step_time_ns is None and options.overhead == "remove" else None
         measured, source = (options.step_time_ns, "--step-time") if truth is None else (truth.step_ns, truth.source)
         rep = overhead.remove_overhead(traces, measured, measured_source=source)
     for p, final, t in zip(tmp_paths, finals, traces):

@@ -49,6 +49,8 @@ CAP_COSTS = 4.0
 #: gap costs without the profiler on the H200 machine's host (median over its recordings of
 #: the untraced step / host nodes per step, docs/whatif-validation.md).
 DEFAULT_BASE_US = 1.0
+#: A measured step within this share of the estimate's keeps the estimate (see remove_overhead).
+AGREE = 0.02
 #: A Python-level gap loses this many back-to-back operator gaps (the callbacks around it).
 PYTHON_GAPS = 1.0
 PROFILED_ATTR = "profiled_dur_us"
@@ -248,9 +250,19 @@ def remove_overhead(
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
         lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
+        plan.apply(DEFAULT_BASE_US)
+        at_default = simulated_step_ns(traces)
         plan.apply(lo)
         floor = simulated_step_ns(traces)
-        if target >= rep.replay_profiled_ns:
+        if abs(at_default - target) <= AGREE * target:
+            # The measured step agrees with the estimate: where the device sets the step, host
+            # time hardly moves it, and a fit would only wander along that flat stretch.
+            rep.base_us = DEFAULT_BASE_US
+            rep.notes.append(
+                f"the estimate ({at_default / 1e6:.3f} ms) is within {100 * AGREE:.0f}% of the measured step: "
+                "kept (the step does not pin the host time down)"
+            )
+        elif target >= rep.replay_profiled_ns:
             rep.base_us = hi
             rep.notes.append(
                 f"the measured step ({target / 1e6:.3f} ms) is not shorter than the profiled replay "
