@@ -95,7 +95,8 @@ def _recipe(name: str, base: list, peaks: dict[str, float]) -> recipes.WhatIf:
         # autocast: matmul-class kernels at the measured fp16/fp32 peak ratio; elementwise, norms,
         # softmax and the loss stay fp32 (autocast's op lists): no memory speed-up
         ratio = peaks["matmul_fp16_flops"] / peaks["matmul_fp32_flops"]
-        return recipes.amp(base, compute_speedup=ratio, memory_speedup=1.0)
+        # the recordings are fp16 + GradScaler
+        return recipes.amp(base, compute_speedup=ratio, memory_speedup=1.0, grad_scaler=True)
     if name == "cuda-graphs":
         return recipes.cuda_graphs(base)
     raise ValueError(name)
@@ -142,7 +143,9 @@ def device_table(data: Path, tmp: Path) -> tuple[list[dict[str, Any]], dict[str,
             pred, meas = gpu_time_by_phase(w.traces[0], steps=2), gpu_time_by_phase(t, steps=2)
             rows.append({"model": size, "recipe": recipe, "predicted": {**pred, "total": sum(pred.values())},
                          "measured": {**meas, "total": sum(meas.values())}})  # fmt: skip
-        roof[size] = roofline_errors(base, flops_per_s=peaks["matmul_fp32_flops"], bytes_per_s=peaks["copy_bytes_per_s"])
+        roof[size] = roofline_errors(
+            base, flops_per_s=peaks["matmul_fp32_flops"], bytes_per_s=peaks["copy_bytes_per_s"]
+        )
     return rows, roof
 
 

@@ -101,6 +101,9 @@ def whatif_cmd(
     compute_speedup: float = typer.Option(3.0, "--compute-speedup", help="amp: compute-bound kernel speedup."),
     memory_speedup: float = typer.Option(2.0, "--memory-speedup", help="amp: memory-bound kernel speedup."),
     ridge: float = typer.Option(10.0, "--ridge", help="amp: FLOP/byte at or above which a kernel is compute-bound."),
+    grad_scaler: bool = typer.Option(
+        False, "--grad-scaler", help="amp: fp16 with GradScaler (the optimizer step waits for the device's inf check)."
+    ),
     network: Optional[Path] = typer.Option(None, "--network", help="Network config (for data-parallel: N ranks)."),
     system: Optional[Path] = typer.Option(None, "--system", help="System config."),
     comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
@@ -160,6 +163,7 @@ def whatif_cmd(
             "compute_speedup": compute_speedup,
             "memory_speedup": memory_speedup,
             "ridge": ridge,
+            "grad_scaler": grad_scaler,
             "network": network if recipe == "network-bandwidth" or comm_cpu_fraction is not None else None,
         }
         result = apply_recipe(recipe, base, **opts)

@@ -471,7 +471,9 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        if options.overhead in ("remove", "estimate", "keep") and all(r.get("durations") == "from Kineto" for r in results):
+        if options.overhead in ("remove", "estimate", "keep") and all(
+            r.get("durations") == "from Kineto" for r in results
+        ):
             _profiler_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
