@@ -183,8 +183,8 @@ def roofline_table(rows: list) -> list[tuple[str, int, tuple[float, float, float
 def markdown(res: dict[str, Any]) -> str:
     lines: list[str] = []
     if "replay" in res:
-        lines += ["| run | traced | untraced (truth) | profiled replay | trace alone | error | with step time | error |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        head = "| run | traced | untraced (truth) | profiled replay | trace alone | error | with step time | error |"
+        lines += [head, "|---|---|---|---|---|---|---|---|"]
         for r in res["replay"]:
             u = r["untraced_ms"]
             lines.append(
