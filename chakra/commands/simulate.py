@@ -182,14 +182,17 @@ def simulate_cmd(
         if traffic and comm.value == "replay":
             warn("--traffic with --comm replay: replayed communication sends no messages, so no traffic is counted")
         _astrasim_warnings(traces, comm_group, network, system, congestion, comm, quiet)
+        step = _step(traces, result, recording)
         if html is not None:
             from chakra.report.figures import simulate_sections
             from chakra.report.html import write_html
 
             title = f"chakra simulate: {', '.join(traces)}"
-            write_html(html, title, simulate_sections(result.to_json()), subtitle=_subtitle(result))
+            sim_json = result.to_json()
+            if step is not None:
+                sim_json["step"] = step
+            write_html(html, title, simulate_sections(sim_json), subtitle=_subtitle(result))
             info(f"wrote {html}", quiet)
-        step = _step(traces, result, recording)
         if json_out:
             out = result.to_json()
             if step is not None:
