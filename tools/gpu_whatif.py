@@ -51,7 +51,7 @@ def convert(run: str, out: Path, data: Path, mode: str) -> tuple[list, dict[str,
     """`mode`: "measured" (timing.json beside the inputs), "estimate" (trace alone), "keep" (profiled)."""
     ets, kins = _inputs(run, data)
     overhead = {"measured": "remove", "estimate": "estimate", "keep": "keep"}[mode]
-    res = convert_files(ets, kins, out / f"{run}-{mode}", Options(overhead=overhead))
+    res = convert_files(ets, kins, out / f"{run}-{mode}", Options(overhead=overhead, overhead_replay=True))
     traces = [read_trace(r["output"], rank=r["rank"]) for r in res]
     return traces, res[0]["profiler_overhead"]
 

@@ -236,12 +236,12 @@ def _print_step(step: dict[str, Any]) -> None:
     """Per-step time of the run the durations describe, with the profiled step beside it."""
     line = f"step: [bold]{step['step_ns'] / 1e6:,.3f} ms[/] (median of {step['steps']} steps) — {step['label']}"
     console.print(line)
-    if step["times"] == "untraced" and step.get("profiled_replay_step_ns"):
-        prof = step["profiled_replay_step_ns"] / 1e6
-        rec = step.get("profiled_recorded_step_ns") or 0
+    if step["times"] == "untraced" and step.get("profiled_recorded_step_ns"):
+        rec = step["profiled_recorded_step_ns"] / 1e6
+        replayed = step.get("profiled_replay_step_ns")
+        also = f", {replayed / 1e6:,.3f} ms replayed with the recorded durations" if replayed else ""
         console.print(
-            f"profiled step: {prof:,.3f} ms replayed with the recorded durations ({rec / 1e6:,.3f} ms recorded by "
-            "the profiler); convert with --profiled to replay it"
+            f"profiled step: {rec:,.3f} ms recorded by the profiler{also} (convert with --profiled to replay it)"
         )
 
 

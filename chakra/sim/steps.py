@@ -111,7 +111,7 @@ def timebase(rec: Optional[dict[str, Any]]) -> dict[str, Any]:
         "times": "profiled" if rec.get("mode") == "kept" else "untraced",
         "label": times_label(rec),
         "overhead_mode": rec.get("mode"),
-        "profiled_replay_step_ns": rec.get("replay_profiled_ns"),
+        "profiled_replay_step_ns": rec.get("replay_profiled_ns"),  # None unless the conversion replayed it
         "profiled_recorded_step_ns": rec.get("profiled_step_ns"),
     }
     if rec.get("measured_step_ns") is not None:

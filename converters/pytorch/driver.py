@@ -53,6 +53,7 @@ class Options:
     # it from the trace alone even where a manifest is (validation), or "keep" the profiled durations.
     overhead: str = "remove"
     step_time_ns: Optional[float] = None
+    overhead_replay: bool = False  # also replay the profiled and the corrected trace for the report
 
 
 @dataclass
@@ -507,11 +508,11 @@ def _profiler_overhead(
 
     traces = [read_trace(p, rank=r["rank"]) for p, r in zip(tmp_paths, results)]
     if options.overhead == "keep":
-        rep = overhead.keep_recorded(traces)
+        rep = overhead.keep_recorded(traces, replay=options.overhead_replay)
     else:
         truth = find_truth(inputs) if options.step_time_ns is None and options.overhead == "remove" else None
         measured, source = (options.step_time_ns, "--step-time") if truth is None else (truth.step_ns, truth.source)
-        rep = overhead.remove_overhead(traces, measured, measured_source=source)
+        rep = overhead.remove_overhead(traces, measured, measured_source=source, replay=options.overhead_replay)
     for p, final, t in zip(tmp_paths, finals, traces):
         fresh = temp_path(final)  # the first temporary file was read: it counts as an input
         try:

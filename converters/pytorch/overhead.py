@@ -70,8 +70,11 @@ class OverheadReport:
     gap_cost_us: float
     op_cost_us: float
     profiled_step_ns: float = 0.0  # the recorded steps (Kineto ProfilerStep# spans), median
-    replay_profiled_ns: float = 0.0  # the simulated step with the recorded durations
-    predicted_step_ns: float = 0.0  # the simulated step after the removal
+    # the simulated steps (chakra.sim.steps) with the recorded durations and after the removal:
+    # simulated when fitting (or when asked: `replay=True`), None otherwise (conversion stays a pass)
+    replay_profiled_ns: Optional[float] = None
+    predicted_step_ns: Optional[float] = None
+    host_recorded_us: int = 0  # host time as recorded, all ranks, all steps
     measured_step_ns: Optional[float] = None
     measured_source: Optional[str] = None
     removed_us: int = 0  # host time removed, all ranks, all steps
@@ -238,13 +241,15 @@ def remove_overhead(
     base_us: Optional[float] = None,
     costs: Optional[Costs] = None,
     progress: Optional[Callable[[str], None]] = None,
+    replay: bool = False,
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
 
-    With `measured_step_ns` the scale of the costs is fitted (bisection: the replayed step
-    shrinks as the scale grows) until the replayed step is within 0.5% of it; a step time that
-    the recorded durations already exceed, or that no host time can reach, is said in the notes
-    and the nearest end is kept.
+    With `measured_step_ns` the untraced time per host node is fitted (bisection: the replayed
+    step grows with it) until the replayed step is within 0.3% of it; a step time that the
+    recorded durations already reach, or that no host time can reach, is said in the notes and
+    the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
+    also gives the profiled and the predicted step).
     """
     say = progress or (lambda _m: None)
     costs = costs or estimate_costs(traces)
@@ -253,8 +258,10 @@ def remove_overhead(
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
-    plan.apply(None)  # every node as recorded
-    rep.replay_profiled_ns = simulated_step_ns(traces)
+    rep.host_recorded_us = sum(map(sum, plan.recorded))
+    if measured_step_ns is not None or replay:
+        plan.apply(None)  # every node as recorded
+        rep.replay_profiled_ns = simulated_step_ns(traces)
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
@@ -271,11 +278,11 @@ def remove_overhead(
                 f"the estimate ({at_default / 1e6:.3f} ms) is within {100 * AGREE:.0f}% of the measured step: "
                 "kept (the step does not pin the host time down)"
             )
-        elif target >= rep.replay_profiled_ns:
+        elif target >= (rep.replay_profiled_ns or 0.0):
             rep.base_us = hi
             rep.notes.append(
                 f"the measured step ({target / 1e6:.3f} ms) is not shorter than the profiled replay "
-                f"({rep.replay_profiled_ns / 1e6:.3f} ms): durations kept as recorded"
+                f"({(rep.replay_profiled_ns or 0.0) / 1e6:.3f} ms): durations kept as recorded"
             )
         elif floor > target:
             rep.base_us = 0.0
@@ -300,22 +307,24 @@ def remove_overhead(
     elif base_us is not None:
         rep.base_us = base_us
     rep.removed_us = plan.apply(rep.base_us)
-    rep.predicted_step_ns = simulated_step_ns(traces)
+    if measured_step_ns is not None or replay:
+        rep.predicted_step_ns = simulated_step_ns(traces)
     plan.mark()
     for t in traces:
         set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
     return rep
 
 
-def keep_recorded(traces: Sequence[Trace]) -> OverheadReport:
-    """`--profiled`: nothing removed; the report still gives the profiled step and its replay."""
+def keep_recorded(traces: Sequence[Trace], replay: bool = False) -> OverheadReport:
+    """`--profiled`: nothing removed; the report gives the profiled step (and its replay if asked)."""
     costs = estimate_costs(traces)
-    rep = OverheadReport(
-        "kept", float("inf"), costs.gap_us, costs.op_us, host_nodes=sum(len(_host_nodes(t)) for t in traces)
-    )
+    nodes = [_host_nodes(t) for t in traces]
+    rep = OverheadReport("kept", float("inf"), costs.gap_us, costs.op_us, host_nodes=sum(map(len, nodes)))
+    rep.host_recorded_us = sum(n.duration_micros for ns in nodes for n in ns)
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
-    rep.replay_profiled_ns = rep.predicted_step_ns = simulated_step_ns(traces)
+    if replay:
+        rep.replay_profiled_ns = rep.predicted_step_ns = simulated_step_ns(traces)
     for t in traces:
         set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
     return rep

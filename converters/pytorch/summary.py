@@ -23,18 +23,20 @@ def _groups_line(s: dict[str, Any]) -> str:
 
 
 def overhead_line(o: dict[str, Any]) -> str:
-    """What the conversion did about the profiler's cost, and the step it predicts."""
-    prof = f"profiled replay {o['replay_profiled_ns'] / 1e6:,.3f} ms/step"
+    """What the conversion did about the profiler's cost, and the step it predicts when it knows."""
+    recorded = o.get("profiled_step_ns") or 0
+    prof = f"profiled step {recorded / 1e6:,.3f} ms (Kineto)" if recorded else "no ProfilerStep# marks"
     if o["mode"] == "kept":
         return f"kept (--profiled): {prof}"
-    pred = o["predicted_step_ns"] / 1e6
-    removed = f"{o['removed_us'] / 1e3:,.1f} ms of host time removed"
+    host = o.get("host_recorded_us") or 0
+    share = f" ({100 * o['removed_us'] / host:.0f}% of the recorded host time)" if host else ""
+    removed = f"{o['removed_us'] / 1e3:,.1f} ms of host time removed{share}"
     if o["mode"] == "measured":
         how = f"fitted to the measured step {o['measured_step_ns'] / 1e6:,.3f} ms ({o['measured_source']})"
-    else:
-        how = "estimated from the trace alone (no step time: --step-time or a chakra.record manifest)"
-    change = f"{pred / (o['replay_profiled_ns'] / 1e6):.2f}x" if o["replay_profiled_ns"] else "-"
-    return f"removed, {how}: {prof} -> {pred:,.3f} ms/step ({change}); {removed}"
+        pred, replayed = o["predicted_step_ns"] / 1e6, o["replay_profiled_ns"] / 1e6
+        return f"removed, {how}: replay {replayed:,.3f} -> {pred:,.3f} ms/step; {removed}; {prof}"
+    how = "estimated from the trace alone (give --step-time or a chakra.record manifest to fit it)"
+    return f"removed, {how}: {removed}; {prof}"
 
 
 def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[str], None]) -> None:
