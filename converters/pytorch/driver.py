@@ -394,6 +394,8 @@ def _convert_one(ri: RankInput, out_path: str, options: Options) -> dict[str, An
         finally:
             if gc_was:
                 gc.enable()
+        if options.overhead in ("remove", "estimate", "keep") and stats.get("durations") == "from Kineto":
+            stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
         stats["output"] = out_path
         return stats
     except ChakraError as exc:
@@ -475,7 +477,7 @@ def convert_files(
         if options.overhead in ("remove", "estimate", "keep") and all(
             r.get("durations") == "from Kineto" for r in results
         ):
-            _profiler_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
+            _job_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -497,32 +499,62 @@ def convert_files(
                 os.unlink(tmp)
 
 
-def _profiler_overhead(
+def _rewrite(path: Union[str, Path], trace: Trace) -> None:
+    """Write `trace` over the temporary file `path` (read before, so it counts as an input)."""
+    from chakra.io import write_trace
+
+    fresh = temp_path(path)
+    try:
+        write_trace(fresh, trace)
+        os.replace(fresh, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+
+
+def _rank_overhead(path: str, rank: int, options: Options) -> dict[str, Any]:
+    """One rank's profiler cost, estimated from its own trace (or kept, `--profiled`): a pass with
+    no simulation, the same in a batch worker as here. A measured step time is fitted afterwards
+    over the whole job (`_job_overhead`)."""
+    from chakra.converters.pytorch import overhead
+    from chakra.io import read_trace
+
+    trace = read_trace(path, rank=rank)
+    rep = overhead.keep_recorded([trace]) if options.overhead == "keep" else overhead.remove_overhead([trace])
+    _rewrite(path, trace)
+    return rep.as_dict()
+
+
+def _job_overhead(
     tmp_paths: Sequence[str], finals: Sequence[Path], results: list[dict], inputs: Sequence[Path], options: Options
 ) -> None:
-    """Rewrite the converted ranks without the profiler's cost (overhead.py), every rank at once
-    (the fit simulates the whole job); each summary gets the report."""
+    """The whole job's part: fit the profiler's cost to a measured step time (`--step-time`, else a
+    manifest beside the inputs), which simulates every rank together; or, when asked
+    (`overhead_replay`), replay the profiled and the converted job for the report."""
     from chakra.converters.pytorch import overhead
-    from chakra.io import read_trace, write_trace
+    from chakra.io import read_trace
     from chakra.record.manifest import find_truth
 
+    measured, source = options.step_time_ns, "--step-time"
+    if measured is None and options.overhead == "remove":
+        truth = find_truth(inputs)
+        if truth is not None:
+            measured, source = truth.step_ns, truth.source
+    if measured is None and not options.overhead_replay:
+        return
     traces = [read_trace(p, rank=r["rank"]) for p, r in zip(tmp_paths, results)]
-    if options.overhead == "keep":
-        rep = overhead.keep_recorded(traces, replay=options.overhead_replay)
-    else:
-        truth = find_truth(inputs) if options.step_time_ns is None and options.overhead == "remove" else None
-        measured, source = (options.step_time_ns, "--step-time") if truth is None else (truth.step_ns, truth.source)
+    if measured is not None and options.overhead != "keep":
         rep = overhead.remove_overhead(traces, measured, measured_source=source, replay=options.overhead_replay)
-    for p, final, t in zip(tmp_paths, finals, traces):
-        fresh = temp_path(final)  # the first temporary file was read: it counts as an input
-        try:
-            write_trace(fresh, t)
-            os.replace(fresh, p)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(fresh)
+        for p, t in zip(tmp_paths, traces):
+            _rewrite(p, t)
+        for r in results:
+            r["profiler_overhead"] = rep.as_dict()
+        return
+    predicted = overhead.simulated_step_ns(traces)
+    overhead.restore_profiled(traces)
+    profiled = overhead.simulated_step_ns(traces)
     for r in results:
-        r["profiler_overhead"] = rep.as_dict()
+        r["profiler_overhead"].update(predicted_step_ns=predicted, replay_profiled_ns=profiled)
 
 
 def _name_output(message: str, tmps: Sequence[str], finals: Sequence[Path]) -> str:

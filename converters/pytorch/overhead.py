@@ -152,6 +152,12 @@ def _python_level(trace: Trace, nodes: list[Any]) -> list[bool]:
     return out
 
 
+def _recorded(node: Any) -> int:
+    """A node's recorded (profiled) duration, also after an earlier removal changed it."""
+    d = get_attr(node, PROFILED_ATTR, None)
+    return int(d) if d is not None else node.duration_micros
+
+
 def _middle_mean(values: list[int]) -> float:
     """Mean of the middle half (durations are whole µs: a median would be an integer)."""
     xs = sorted(values)
@@ -173,9 +179,9 @@ def estimate_costs(traces: Sequence[Trace]) -> Costs:
                 continue
             if n.name == "gap":
                 if names.get(get_attr(n, "gap_of", 0), "").startswith("aten::"):
-                    gaps.append(n.duration_micros)
+                    gaps.append(_recorded(n))
             elif n.name in TRIVIAL_OPS and n.id not in parents:
-                leaves.append(n.duration_micros)
+                leaves.append(_recorded(n))
     gap = _middle_mean(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
     op = _middle_mean(leaves) if len(leaves) >= 10 else gap
     return Costs(float(gap), float(op))
@@ -187,7 +193,7 @@ class _Plan:
     def __init__(self, traces: Sequence[Trace], costs: Costs) -> None:
         self.traces = traces
         self.nodes = [_host_nodes(t) for t in traces]
-        self.recorded = [[get_attr(n, PROFILED_ATTR, None) or n.duration_micros for n in ns] for ns in self.nodes]
+        self.recorded = [[_recorded(n) for n in ns] for ns in self.nodes]
         self.events = [_events(t, ns) for t, ns in zip(traces, self.nodes)]
         self.cap = [
             [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)

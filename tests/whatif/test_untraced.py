@@ -70,7 +70,9 @@ def test_recorded_times_stay_on_the_nodes(fp32):
     (t,) = read_traces([prefix])
     changed = [n for n in t.nodes if get_attr(n, "profiled_dur_us", None) is not None]
     assert len(changed) > 5000  # the host nodes of two launch-bound steps
-    assert all(n.duration_micros < get_attr(n, "profiled_dur_us") for n in changed)
+    assert all(n.duration_micros <= get_attr(n, "profiled_dur_us") for n in changed)
+    now, recorded = sum(n.duration_micros for n in changed), sum(get_attr(n, "profiled_dur_us") for n in changed)
+    assert now < 0.3 * recorded  # a launch-bound run: the profiler is most of the host time
     kernels = [n for n in t.nodes if get_attr(n, "is_cpu_op", None) is False and n.name != "queue"]
     assert kernels and not any(get_attr(n, "profiled_dur_us", None) is not None for n in kernels)
 
