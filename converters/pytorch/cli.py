@@ -75,6 +75,11 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
     ) -> None:
         """Convert PyTorch Execution Traces (+ Kineto) to Chakra, one PREFIX.<rank>.et per rank.
 
+        Files are paired by rank (Kineto distributedInfo, else the number in the file name), and
+        ranks convert in parallel. Example:
+
+          chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
+
         The profiler slows every host operator down, so host-side times lose the profiler's cost
         (GPU kernels keep their measured times): fitted to the untraced step time when it is
         known (--step-time, or the manifest chakra.record.Recorder writes beside the traces),
@@ -82,11 +87,6 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         recorded times (each changed node also keeps them in its profiled_dur_us attribute):
 
           chakra convert pytorch out/run/et.0.json.gz -k out/run/kineto.0.json.gz -o run --step-time 27.8ms
-
-        Files are paired by rank (Kineto distributedInfo, else the number in the file name), and
-        ranks convert in parallel. Example:
-
-          chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
 
         The official linked host + device files (chakra_trace_link's "ET+", older et_plus files)
         are read alone, one per rank: chakra convert pytorch linked.0.json linked.1.json -o out/ddp

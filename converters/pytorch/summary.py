@@ -34,7 +34,8 @@ def overhead_line(o: dict[str, Any]) -> str:
     if o["mode"] == "measured":
         how = f"fitted to the measured step {o['measured_step_ns'] / 1e6:,.3f} ms ({o['measured_source']})"
         pred, replayed = o["predicted_step_ns"] / 1e6, o["replay_profiled_ns"] / 1e6
-        return f"removed, {how}: replay {replayed:,.3f} -> {pred:,.3f} ms/step; {removed}; {prof}"
+        notes = "".join(f"; {n}" for n in o.get("notes") or [])
+        return f"removed, {how}: replay {replayed:,.3f} -> {pred:,.3f} ms/step; {removed}; {prof}{notes}"
     how = "estimated from the trace alone (give --step-time or a chakra.record manifest to fit it)"
     return f"removed, {how}: {removed}; {prof}"
 
