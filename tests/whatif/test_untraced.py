@@ -180,3 +180,20 @@ def test_recorder_on_cpu(tmp_path, run_cli):
     truth = m["untraced_step_s"]["median"] * 1e9
     if o["replay_profiled_ns"] > truth and not o["notes"]:
         assert o["predicted_step_ns"] == pytest.approx(truth, rel=0.03)
+
+
+def test_recorder_manifest_is_read_by_the_converter(tmp_path, run_cli, samples_dir):
+    """A run the Recorder wrote (tests/data/samples/record): its manifest gives the step time."""
+    d = samples_dir / "record" / "mlp-fused"
+    m = json.loads((d / "manifest.json").read_text())
+    res = run_cli("convert", "pytorch", str(d / "et.0.json.gz"), "-k", str(d / "kineto.0.json.gz"),
+                  "-o", str(tmp_path / "mlp"), "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    o = json.loads(res.stdout)[0]["profiler_overhead"]
+    truth = m["untraced_step_s"]["median"] * 1e9
+    assert o["mode"] == "measured" and o["measured_source"].endswith("mlp-fused/manifest.json")
+    assert o["measured_step_ns"] == pytest.approx(truth)
+    assert o["predicted_step_ns"] == pytest.approx(truth, rel=0.03)
+    assert o["replay_profiled_ns"] > 2 * truth  # the profiler tripled this CPU run's step
+    step = json.loads(run_cli("simulate", str(tmp_path / "mlp"), "--comm", "replay", "--json").stdout)["step"]
+    assert step["steps"] == 3 and step["step_ns"] == pytest.approx(truth, rel=0.03)
