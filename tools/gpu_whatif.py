@@ -1,14 +1,17 @@
-"""What-if recipes against the measured GPU runs of tests/data/gpu/ (docs/whatif-validation.md).
+"""Replay and what-if against the untraced H200 runs of tests/data/gpu/ (docs/whatif-validation.md).
 
-From each FP32 recording (small = launch-bound, big = compute-bound) predict the AMP step and the
-fused-AdamW step with `chakra.whatif.recipes`, and compare with the recordings of those runs:
+Every recording holds ET + Kineto of traced steps and, in its timing.json, the median of 40
+untraced, CUDA-synchronised steps: the step the user gets. Three tables:
 
-* traced step: the what-if trace replayed (`chakra simulate`, recorded durations) per step, against
-  the target run's traced steps (Kineto window from the first ProfilerStep to the last, per step);
-* device time per phase: the predicted kernels' time per step in forward, backward and optimizer
-  (`chakra.whatif.phases.gpu_time_by_phase`) against the same sums on the target run's trace;
-* the roofline compute model against every measured kernel (median and quartiles of
-  model/measured - 1, by kernel class), with the GPU's measured peaks from the manifests.
+* replay: each recording converted with the trace alone (the profiler's cost estimated) and with
+  its untraced step time (fitted), replayed (`chakra simulate --comm replay`, the median
+  ProfilerStep# span of chakra.sim.steps), against the untraced step; the traced step and the
+  replay of the recorded (profiled) durations beside them;
+* recipes: from the FP32 recording of each model, the fused-AdamW, AMP and CUDA-graphs what-ifs,
+  their predicted speedup (baseline step / what-if step, both replayed) against the real one
+  (untraced FP32 step / untraced step of the run that did it);
+* device time per phase and the roofline model against every measured kernel (the recipes'
+  device-side models; durations measured by CUPTI, unaffected by the profiler's host cost).
 
     python tools/gpu_whatif.py                 # markdown tables on stdout
     python tools/gpu_whatif.py --json          # the figures
@@ -17,88 +20,145 @@ fused-AdamW step with `chakra.whatif.recipes`, and compare with the recordings o
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from chakra.converters.pytorch import convert_files
-from chakra.io import read_trace
+from chakra.converters.pytorch.driver import Options
+from chakra.io import read_trace, read_traces
 from chakra.sim import SimOptions, simulate
+from chakra.sim.steps import step_time
 from chakra.whatif import recipes
 from chakra.whatif.phases import PHASES, gpu_time_by_phase, quartiles, roofline_errors
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu"
-STEPS = 2  # traced steps per recording
+RUNS = ("fp32", "amp", "fused", "foreach", "compile", "cudagraph", "ddp2",
+        "big-fp32", "big-amp", "big-fused", "big-foreach")  # fmt: skip
 
 
-def window_us(kineto: Path) -> float:
-    ev = json.loads(gzip.decompress(kineto.read_bytes()))["traceEvents"]
-    steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
-    return max(e["ts"] + e["dur"] for e in steps) - min(e["ts"] for e in steps)
+def _inputs(run: str, data: Path) -> tuple[list[Path], list[Path]]:
+    folder = data / run
+    ets = sorted(folder.glob("et*.json.gz"))
+    kins = sorted(p for p in folder.glob("kineto*.json.gz") if not p.name.startswith("kineto_only"))
+    return ets, kins
 
 
-def _convert(variant: str, out: Path, data: Path) -> Any:
-    (s,) = convert_files([data / variant / "et.json.gz"], [data / variant / "kineto.json.gz"], out / variant)
-    return read_trace(s["output"])
+def convert(run: str, out: Path, data: Path, mode: str) -> tuple[list, dict[str, Any]]:
+    """`mode`: "measured" (timing.json beside the inputs), "estimate" (trace alone), "keep" (profiled)."""
+    ets, kins = _inputs(run, data)
+    overhead = {"measured": "remove", "estimate": "estimate", "keep": "keep"}[mode]
+    res = convert_files(ets, kins, out / f"{run}-{mode}", Options(overhead=overhead, overhead_replay=True))
+    traces = [read_trace(r["output"], rank=r["rank"]) for r in res]
+    return traces, res[0]["profiler_overhead"]
 
 
-def _step_us(traces: list) -> float:
-    # `chakra simulate`'s defaults (one CPU and one GPU task at a time), as `chakra whatif` runs it
-    return simulate(traces, None, None, options=SimOptions()).finish_ns / 1e3 / STEPS
+def replay_step_ns(traces: list, comm_mode: str = "replay") -> float:
+    res = simulate(traces, options=SimOptions(comm_mode=comm_mode, record_nodes=True))
+    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
 
 
-def validate(data: Path = DATA) -> dict[str, Any]:
-    out: dict[str, Any] = {"whatif": [], "roofline": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        for size, prefix in (("small", ""), ("big", "big-")):
-            peaks = json.loads((data / f"manifest-{size}.json").read_text())["peaks"]
-            base = _convert(f"{prefix}fp32", Path(tmp), data)
-            ratio = peaks["matmul_fp16_flops"] / peaks["matmul_fp32_flops"]
-            predictions = {
-                "amp": recipes.amp([base]),
-                # autocast: matmul-class kernels at the measured fp16/fp32 peak ratio; elementwise,
-                # norms, softmax and the loss stay fp32 (autocast's op lists): no memory speed-up
-                "amp-autocast": recipes.amp([base], compute_speedup=ratio, memory_speedup=1.0),
-                "fused": recipes.fused_optimizer([base]),
-                # the fused kernel moves each tensor once, at the measured copy bandwidth
-                "fused-roofline": recipes.fused_optimizer(
-                    [base], cost="roofline", bytes_per_s=peaks["copy_bytes_per_s"]
-                ),
+def timing(run: str, data: Path) -> dict[str, Any]:
+    return json.loads((data / run / "timing.json").read_text())
+
+
+def replay_table(data: Path, tmp: Path) -> list[dict[str, Any]]:
+    rows = []
+    for run in RUNS:
+        t = timing(run, data)
+        est_traces, est = convert(run, tmp, data, "estimate")
+        _, fit = convert(run, tmp, data, "measured")
+        traced = t["traced_step_s"][1:] if t.get("traced_capture_step") else t["traced_step_s"]
+        rows.append(
+            {
+                "run": run,
+                "traced_ms": 1e3 * statistics.median(traced),
+                "untraced_ms": 1e3 * t["step_s"]["median"],
+                "profiled_replay_ms": est["replay_profiled_ns"] / 1e6,
+                "trace_alone_ms": est["predicted_step_ns"] / 1e6,
+                "with_step_time_ms": fit["predicted_step_ns"] / 1e6,
+                "fit_base_us": fit["base_us"],
+                "fit_notes": fit["notes"],
             }
-            targets = {}
-            for name, w in predictions.items():
-                target = name.split("-")[0]
-                if target not in targets:
-                    t = _convert(f"{prefix}{target}", Path(tmp), data)
-                    timing = json.loads((data / f"{prefix}{target}" / "timing.json").read_text())
-                    targets[target] = (t, window_us(data / f"{prefix}{target}" / "kineto.json.gz") / STEPS, timing)
-                t, measured_step, timing = targets[target]
-                pred_phase = gpu_time_by_phase(w.traces[0], steps=STEPS)
-                meas_phase = gpu_time_by_phase(t, steps=STEPS)
-                pred_step = _step_us(w.traces)
-                out["whatif"].append(
-                    {
-                        "model": size,
-                        "prediction": name,
-                        "compute_speedup": ratio if name == "amp-autocast" else (3.0 if name == "amp" else None),
-                        "traced_step_us": {"predicted": pred_step, "measured": measured_step},
-                        "device_us": {
-                            "predicted": {**pred_phase, "total": sum(pred_phase.values())},
-                            "measured": {**meas_phase, "total": sum(meas_phase.values())},
-                        },
-                        "untraced_gpu_phase_us": {
-                            k: timing["phases_gpu_s"][k]["median"] * 1e6 for k in ("step_gpu", *PHASES)
-                        },
-                        "untraced_step_us": timing["step_s"]["median"] * 1e6,
-                        "notes": w.notes,
-                    }
-                )
-            out["roofline"][size] = roofline_errors(
-                base, flops_per_s=peaks["matmul_fp32_flops"], bytes_per_s=peaks["copy_bytes_per_s"]
-            )
+        )
+    return rows
+
+
+def _recipe(name: str, base: list, peaks: dict[str, float]) -> recipes.WhatIf:
+    if name == "fused-optimizer":
+        # the fused kernel moves each tensor once, at the measured copy bandwidth
+        return recipes.fused_optimizer(base, cost="roofline", bytes_per_s=peaks["copy_bytes_per_s"])
+    if name == "amp":
+        # autocast: matmul-class kernels at the measured fp16/fp32 peak ratio; elementwise, norms,
+        # softmax and the loss stay fp32 (autocast's op lists): no memory speed-up
+        ratio = peaks["matmul_fp16_flops"] / peaks["matmul_fp32_flops"]
+        # the recordings are fp16 + GradScaler
+        return recipes.amp(base, compute_speedup=ratio, memory_speedup=1.0, grad_scaler=True)
+    if name == "cuda-graphs":
+        return recipes.cuda_graphs(base)
+    raise ValueError(name)
+
+
+RECIPES = (("small", "fused-optimizer", "fused"), ("small", "amp", "amp"), ("small", "cuda-graphs", "cudagraph"),
+           ("big", "fused-optimizer", "big-fused"), ("big", "amp", "big-amp"))  # fmt: skip
+
+
+def recipe_table(data: Path, tmp: Path) -> list[dict[str, Any]]:
+    rows = []
+    bases: dict[tuple[str, str], tuple[list, float]] = {}
+    for size, recipe, target in RECIPES:
+        peaks = json.loads((data / f"manifest-{size}.json").read_text())["peaks"]
+        src = "fp32" if size == "small" else "big-fp32"
+        real = timing(src, data)["step_s"]["median"] / timing(target, data)["step_s"]["median"]
+        row: dict[str, Any] = {"model": size, "recipe": recipe, "target": target, "real_speedup": real}
+        for mode in ("measured", "estimate"):
+            if (src, mode) not in bases:
+                traces, _ = convert(src, tmp, data, mode)
+                bases[(src, mode)] = (traces, replay_step_ns(traces, "model"))
+            traces, base_ns = bases[(src, mode)]
+            w = _recipe(recipe, traces, peaks)
+            pred = replay_step_ns(w.traces, "model")
+            row[f"predicted_speedup_{mode}"] = base_ns / pred
+            row[f"baseline_ms_{mode}"] = base_ns / 1e6
+            row[f"predicted_ms_{mode}"] = pred / 1e6
+        rows.append(row)
+    return rows
+
+
+def device_table(data: Path, tmp: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Device time per phase (predicted from FP32 vs the target run's trace) and the roofline."""
+    rows, roof = [], {}
+    for size, prefix in (("small", ""), ("big", "big-")):
+        peaks = json.loads((data / f"manifest-{size}.json").read_text())["peaks"]
+        (base,), _ = convert(f"{prefix}fp32", tmp, data, "measured")
+        for recipe in ("fused-optimizer", "amp"):
+            target = f"{prefix}{'fused' if recipe == 'fused-optimizer' else 'amp'}"
+            (t,) = read_traces([tmp / f"{target}-measured"]) if (tmp / f"{target}-measured.0.et").exists() else (None,)
+            if t is None:
+                (t,), _ = convert(target, tmp, data, "measured")
+            w = _recipe(recipe, [base], peaks)
+            pred, meas = gpu_time_by_phase(w.traces[0], steps=2), gpu_time_by_phase(t, steps=2)
+            rows.append({"model": size, "recipe": recipe, "predicted": {**pred, "total": sum(pred.values())},
+                         "measured": {**meas, "total": sum(meas.values())}})  # fmt: skip
+        roof[size] = roofline_errors(
+            base, flops_per_s=peaks["matmul_fp32_flops"], bytes_per_s=peaks["copy_bytes_per_s"]
+        )
+    return rows, roof
+
+
+def validate(data: Path = DATA, parts: Optional[set[str]] = None) -> dict[str, Any]:
+    parts = parts or {"replay", "recipes", "device"}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if "replay" in parts:
+            out["replay"] = replay_table(data, Path(tmp))
+        if "recipes" in parts:
+            out["recipes"] = recipe_table(data, Path(tmp))
+        if "device" in parts:
+            out["device"], out["roofline"] = device_table(data, Path(tmp))
     return out
 
 
@@ -121,37 +181,54 @@ def roofline_table(rows: list) -> list[tuple[str, int, tuple[float, float, float
 
 
 def markdown(res: dict[str, Any]) -> str:
-    lines = [
-        "| model | prediction | traced step predicted / measured (ms) | error | device ms/step predicted / measured:"
-        " forward | backward | optimizer | total | error |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in res["whatif"]:
-        ts, d = r["traced_step_us"], r["device_us"]
-        cells = [f"{d['predicted'][k] / 1e3:.2f} / {d['measured'][k] / 1e3:.2f}" for k in (*PHASES, "total")]
-        lines.append(
-            f"| {r['model']} | {r['prediction']} | {ts['predicted'] / 1e3:.1f} / {ts['measured'] / 1e3:.1f} | "
-            f"{err(ts['predicted'], ts['measured']):+.1f}% | " + " | ".join(cells) + " | "
-            f"{err(d['predicted']['total'], d['measured']['total']):+.1f}% |"
-        )
-    lines += ["", "| model | kernel class | kernels | model/measured - 1: p25 | median | p75 | share of time |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for size, rows in res["roofline"].items():
-        for cls, n, (q1, q2, q3), share in roofline_table(rows):
-            lines.append(f"| {size} | {cls} | {n} | {q1:+.0f}% | {q2:+.0f}% | {q3:+.0f}% | {share:.0f}% |")
+    lines: list[str] = []
+    if "replay" in res:
+        head = "| run | traced | untraced (truth) | profiled replay | trace alone | error | with step time | error |"
+        lines += [head, "|---|---|---|---|---|---|---|---|"]
+        for r in res["replay"]:
+            u = r["untraced_ms"]
+            lines.append(
+                f"| {r['run']} | {r['traced_ms']:.2f} | {u:.2f} | {r['profiled_replay_ms']:.2f} | "
+                f"{r['trace_alone_ms']:.2f} | {err(r['trace_alone_ms'], u):+.1f}% | {r['with_step_time_ms']:.2f} | "
+                f"{err(r['with_step_time_ms'], u):+.1f}% |"
+            )
+        lines.append("")
+    if "recipes" in res:
+        lines += ["| model | recipe | real speedup (untraced) | predicted, with step time | error | "
+                  "predicted, trace alone | error |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in res["recipes"]:
+            real, pm, pe = r["real_speedup"], r["predicted_speedup_measured"], r["predicted_speedup_estimate"]
+            lines.append(
+                f"| {r['model']} | {r['recipe']} | {real:.3f}x | {pm:.3f}x | {err(pm, real):+.1f}% | "
+                f"{pe:.3f}x | {err(pe, real):+.1f}% |"
+            )
+        lines.append("")
+    if "device" in res:
+        lines += ["| model | recipe | device ms/step predicted / measured: forward | backward | optimizer | total "
+                  "| error |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in res["device"]:
+            d = r
+            cells = [f"{d['predicted'][k] / 1e3:.2f} / {d['measured'][k] / 1e3:.2f}" for k in (*PHASES, "total")]
+            lines.append(
+                f"| {r['model']} | {r['recipe']} | " + " | ".join(cells) + " | "
+                f"{err(d['predicted']['total'], d['measured']['total']):+.1f}% |"
+            )
+        lines += ["", "| model | kernel class | kernels | model/measured - 1: p25 | median | p75 | share of time |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for size, rows in res["roofline"].items():
+            for cls, n, (q1, q2, q3), share in roofline_table(rows):
+                lines.append(f"| {size} | {cls} | {n} | {q1:+.0f}% | {q2:+.0f}% | {q3:+.0f}% | {share:.0f}% |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(DATA), help="the recordings (default: tests/data/gpu)")
+    ap.add_argument("--only", nargs="+", choices=("replay", "recipes", "device"), help="some tables only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    res = validate(Path(args.data))
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        print(markdown(res))
+    res = validate(Path(args.data), set(args.only) if args.only else None)
+    print(json.dumps(res, indent=1) if args.json else markdown(res))
     return 0
 
 

@@ -449,7 +449,7 @@ def predict_round(round_dir: str, cores: int) -> dict:
         prefix = os.path.join(d, "chakra")
         ranks = sorted(int(f.split(".")[1]) for f in os.listdir(d) if f.startswith("et.") and f.endswith(".json"))
         inputs = [Path(d) / f"et.{r}.json" for r in ranks] + [Path(d) / f"kineto.{r}.json" for r in ranks]
-        ptconv.convert(inputs, Path(prefix))
+        ptconv.convert(inputs, Path(prefix), profiled=True)  # this validation predicts from the recorded durations
         return read_traces([prefix])
 
     out: dict = {"round": os.path.basename(round_dir), "cores": cores}

@@ -61,6 +61,7 @@ def analyze_cmd(
             warn(note)
         info(f"schedule: {source}", quiet)
         report = analysis.analyze_ranks(ranks, times, source=source)
+        report["timebase"] = _timebase(traces, source)
         del ranks, times
         memory = rank_footprints(loaded, top=5)
         if any(r["operators"] for r in memory["ranks"].values()):  # a trace that lists tensors (PyTorch)
@@ -69,15 +70,34 @@ def analyze_cmd(
             from chakra.report.figures import analyze_sections
             from chakra.report.html import write_html
 
-            write_html(html, f"chakra analyze: {', '.join(traces)}", analyze_sections(report),
-                       subtitle=f"{len(loaded)} rank(s), {source} schedule")  # fmt: skip
+            subtitle = f"{len(loaded)} rank(s), {source} schedule; times: {report['timebase']['label']}"
+            write_html(html, f"chakra analyze: {', '.join(traces)}", analyze_sections(report), subtitle=subtitle)
             info(f"wrote {html}", quiet)
         if json_out:
             print_json(report)
             return
         _print_report(report)
+        console.print(f"times: {report['timebase']['label']}")
         if "stragglers" in report:
             _print_stragglers(report["stragglers"])
+
+
+def _timebase(traces: list[str], source: str) -> dict[str, Any]:
+    """Which run the breakdown's times describe (chakra.sim.steps.timebase), for a recorded schedule
+    the profiled run's own timestamps."""
+    from chakra.errors import ChakraError
+    from chakra.io import expand_trace_args
+    from chakra.sim.steps import overhead_of_file, timebase
+
+    try:
+        pairs = expand_trace_args(traces)
+        rec = overhead_of_file(pairs[0][1]) if pairs else None
+    except (ChakraError, OSError):
+        rec = None
+    tb = timebase(rec)
+    if rec is not None and source.startswith("recorded"):
+        tb = {**tb, "times": "profiled", "label": "the profiled run (recorded start times)"}
+    return tb
 
 
 def _print_report(report: dict[str, Any]) -> None:

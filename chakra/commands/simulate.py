@@ -172,7 +172,10 @@ def simulate_cmd(
         # What the real ASTRA-sim would do on these files, worked out before the run: where it hangs
         # on how the run goes (a memory rank ending on a send/recv), the run records node times.
         astra = _astrasim_plan(traces, comm_group, network, system, memory, congestion.value, comm.value)
-        if astra is not None and astra.p2p_ends:
+        recording = _recording(traces)
+        # node times are kept for a converted PyTorch recording (its steps are reported) and for a
+        # memory rank whose ASTRA-sim outcome depends on how it ends
+        if recording is not None or (astra is not None and astra.p2p_ends):
             options = replace(options, record_nodes=True)
         # 2. the run, logged where asked (or to a temp file a timeline is drawn from)
         with _event_log(log, timeline) as log_path:
@@ -194,19 +197,67 @@ def simulate_cmd(
                 info(line, quiet)
             else:
                 warn(line)
+        step = _step(traces, result, recording)
         if html is not None:
             from chakra.report.figures import simulate_sections
             from chakra.report.html import write_html
 
             title = f"chakra simulate: {', '.join(traces)}"
-            write_html(html, title, simulate_sections(result.to_json()), subtitle=_subtitle(result))
+            sim_json = result.to_json()
+            if step is not None:
+                sim_json["step"] = step
+            write_html(html, title, simulate_sections(sim_json), subtitle=_subtitle(result))
             info(f"wrote {html}", quiet)
         if json_out:
-            print_json(result.to_json())
+            out = result.to_json()
+            if step is not None:
+                out["step"] = step
+            print_json(out)
         else:
             _print_result(result, quiet)
+            if step is not None:
+                _print_step(step)
             if result.traffic is not None:
                 _print_traffic(result.traffic)
+
+
+def _recording(traces: list[str]) -> Optional[dict[str, Any]]:
+    """The `profiler_overhead` record of a converted PyTorch recording (rank 0's metadata), else None."""
+    from chakra.io import expand_trace_args
+    from chakra.sim.steps import overhead_of_file
+
+    try:
+        pairs = expand_trace_args(traces)
+        return overhead_of_file(pairs[0][1]) if pairs else None
+    except (ChakraError, OSError):
+        return None  # the simulation reports unreadable inputs itself
+
+
+def _step(traces: list[str], result: Any, recording: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The step (chakra.sim.steps, the definition whatif and analyze use) and which run it describes."""
+    if recording is None or result.node_times is None:
+        return None
+    from chakra.io import expand_trace_args
+    from chakra.sim.steps import step_ids_of_files, step_time_of_ids, timebase
+
+    pairs = [(r if r is not None else i, p) for i, (r, p) in enumerate(expand_trace_args(traces))]
+    st = step_time_of_ids(
+        step_ids_of_files(pairs), {r: v.finish_ns for r, v in result.ranks.items()}, result.node_times
+    )
+    return {**st.as_dict(), **timebase(recording)}
+
+
+def _print_step(step: dict[str, Any]) -> None:
+    """Per-step time of the run the durations describe, with the profiled step beside it."""
+    line = f"step: [bold]{step['step_ns'] / 1e6:,.3f} ms[/] (median of {step['steps']} steps) — {step['label']}"
+    console.print(line)
+    if step["times"] == "untraced" and step.get("profiled_recorded_step_ns"):
+        rec = step["profiled_recorded_step_ns"] / 1e6
+        replayed = step.get("profiled_replay_step_ns")
+        also = f", {replayed / 1e6:,.3f} ms replayed with the recorded durations" if replayed else ""
+        console.print(
+            f"profiled step: {rec:,.3f} ms recorded by the profiler{also} (convert with --profiled to replay it)"
+        )
 
 
 @contextlib.contextmanager

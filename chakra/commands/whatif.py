@@ -35,6 +35,7 @@ class Recipe(str, Enum):
     zero = "zero"
     rebalance_routing = "rebalance-routing"
     straggler = "straggler"
+    cuda_graphs = "cuda-graphs"
 
 
 _ROWS = (
@@ -85,6 +86,9 @@ def whatif_cmd(
         None, "--comm-cpu-fraction", help="data-parallel with --cores: share of each collective that is CPU work."
     ),
     pattern: str = typer.Option(r"Optimizer\.step", "--pattern", help="fused-optimizer: optimizer-step regions."),
+    kernel_gap_us: float = typer.Option(
+        1.0, "--kernel-gap-us", help="cuda-graphs: the device's gap between two kernels of a replayed graph (µs)."
+    ),
     cost: str = typer.Option(
         "sum",
         "--cost",
@@ -102,6 +106,9 @@ def whatif_cmd(
         None, "--network", "-n", help="Network config (for data-parallel: N ranks)."
     ),
     system: Optional[Path] = typer.Option(None, "--system", "-s", help="System config."),
+    grad_scaler: bool = typer.Option(
+        False, "--grad-scaler", help="amp: fp16 with GradScaler (the optimizer step waits for the device's inf check)."
+    ),
     comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),
@@ -123,6 +130,11 @@ def whatif_cmd(
       [bold]chakra whatif run --recipe network-bandwidth --factor 2 --network net.yml[/]
       [bold]chakra whatif moe --recipe rebalance-routing[/]
       [bold]chakra whatif run --recipe straggler --rank 3 --factor 1.2[/]   (one rank 20% slower)
+      [bold]chakra whatif run --recipe cuda-graphs[/]   (host launch work gone: device time + one graph launch)
+
+    Times describe the run the traces describe: a converted PyTorch recording is the untraced
+    run (the profiler's cost removed on conversion), so speedups are real-run speedups; the
+    baseline is the step `chakra simulate` prints for the same --comm.
     """
     from chakra.commgroups import groups_beside, metadata_groups, without_metadata, write_comm_groups
     from chakra.io import read_traces, write_rank_traces
@@ -147,12 +159,14 @@ def whatif_cmd(
             "serialize_comm": serialize_comm,
             "comm_cpu_fraction": comm_cpu_fraction,
             "pattern": pattern,
+            "kernel_gap_us": kernel_gap_us,
             "cost": cost,
             "bytes_per_s": bytes_per_s,
             "on": on,
             "compute_speedup": compute_speedup,
             "memory_speedup": memory_speedup,
             "ridge": ridge,
+            "grad_scaler": grad_scaler,
             "network": network if recipe == "network-bandwidth" or comm_cpu_fraction is not None else None,
         }
         result = apply_recipe(recipe, base, **opts)
@@ -186,6 +200,7 @@ def whatif_cmd(
                     base, result, network=network, system=system, steps=steps, comm_mode=comm, comm_groups=file_groups
                 )
             )
+            report["comm_mode"] = comm
             if html is not None:
                 from chakra.report.figures import whatif_sections
                 from chakra.report.html import write_html
@@ -247,6 +262,12 @@ def _print_prediction(r: dict[str, Any]) -> None:
     console.print(t)
     sp = r["speedup"]
     console.print(f"predicted speedup: {sp:.3f}x" if sp else "predicted step time is 0")
+    tb = r.get("timebase") or {}
+    if tb:
+        console.print(
+            f"times: {tb['label']}; the baseline is the step `chakra simulate --comm {r.get('comm_mode', 'model')}` "
+            "prints (median ProfilerStep# span)"
+        )
 
 
 def _print_ranks(r: dict[str, Any], slowed: Optional[int]) -> None:

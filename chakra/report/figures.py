@@ -252,6 +252,8 @@ def whatif_sections(report: dict[str, Any]) -> list[Section]:
     _layout(fig, "per step, slowest rank: baseline vs what-if", "", "ms", barmode="stack")
     sp = report.get("speedup")
     note = f"predicted speedup {sp:.3f}x" if sp else "predicted step time is 0"
+    if report.get("timebase"):
+        note += f" (times: {report['timebase']['label']})"
     ys = [b["step_ns"] / _MS, p["step_ns"] / _MS]
     bar = go.Bar(x=cols, y=ys, marker_color=["#4C78A8", "#F58518"], text=[f"{y:,.3f}" for y in ys])
     step = go.Figure(bar)
@@ -292,7 +294,13 @@ def simulate_sections(result: dict[str, Any], top_links: int = 32) -> list[Secti
     sections = [
         Section(
             "Where each rank's time goes",
-            f"finish {result['finish_ns'] / _MS:,.3f} ms; {result['settings'].get('breakdown_definition', '')}",
+            f"finish {result['finish_ns'] / _MS:,.3f} ms"
+            + (
+                f"; step {result['step']['step_ns'] / _MS:,.3f} ms, {result['step']['label']}"
+                if result.get("step")
+                else ""
+            )
+            + f"; {result['settings'].get('breakdown_definition', '')}",
             [rank_breakdown_figure(ranks, "simulated time per rank")],
         )
     ]

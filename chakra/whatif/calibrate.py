@@ -202,6 +202,13 @@ def calibrate(
 
     say = progress or (lambda _msg: None)
     traces = sorted(traces, key=lambda t: int(t.rank))
+    if any(get_attr(t.metadata, "profiler_overhead", None) for t in traces):
+        # The measured run is the profiled one (its recorded spans): fit to the recorded durations,
+        # not to the untraced ones the converter made (docs/pytorch.md, "The profiler's cost").
+        from chakra.converters.pytorch.overhead import restore_profiled
+
+        traces = clone(traces)
+        restore_profiled(traces)
     n = len(traces)
     if n < 2:
         raise InputError("calibration needs the traces of at least 2 ranks")
@@ -287,7 +294,8 @@ def calibrate(
     return {
         "ranks": n,
         "congestion": congestion,
-        "measured_step": "the slowest rank's recorded span: first node start to last node end",
+        "measured_step": "the slowest rank's recorded span: first node start to last node end "
+        "(the profiled run: a converted recording is fitted with its recorded durations)",
         "network": {
             "topology": list(fitted_net.topology),
             "npus_count": [int(c) for c in fitted_net.npus_count],

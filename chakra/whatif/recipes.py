@@ -27,6 +27,7 @@ modelling follows Daydream §5:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import re
@@ -38,9 +39,10 @@ from chakra.errors import InputError
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
+from chakra.sim.steps import count_steps, overhead_record, step_time, timebase
 from chakra.trace import Trace
 from chakra.whatif import memory_recipes
-from chakra.whatif.transforms import Graph, by_resource, by_type, graphs, scaled_us, span_us
+from chakra.whatif.transforms import Graph, by_name, by_resource, by_type, graphs, scaled_us, span_us
 
 #: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.
 COMPUTE_BOUND = r"gemm|conv|matmul|\bmm\b|::mm$|addmm|bmm|linear|baddbmm|attention|cutlass|xmma|wgrad|dgrad"
@@ -104,6 +106,7 @@ def amp(
     on: str = "gpu",
     keep_optimizer: bool = True,
     pattern: str = OPTIMIZER,
+    grad_scaler: bool = False,
 ) -> WhatIf:
     """Automatic mixed precision: compute-bound kernels / 3, memory-bound / 2, CPU unchanged.
 
@@ -116,6 +119,13 @@ def amp(
     their time: autocast leaves the weights, gradients and optimizer state in fp32, so the step
     moves the same bytes (measured on an H200: 1.56 ms per step in fp32 and 1.57 under AMP).
     `compute_speedup` may come from measured peaks (fp16 / fp32 matmul FLOP/s) instead of 3.
+
+    `grad_scaler` (fp16 training with `torch.amp.GradScaler`): the scaler's `step` reads its
+    inf/NaN flag back to the host (`.item()`) before the optimizer runs, so each optimizer step
+    waits for the device to finish backward: the first host task of every optimizer region
+    depends on the last device task launched before it. (The scaler's unscale kernel, one pass
+    over the gradients, and autocast's weight casts are not inserted; on the H200 runs they are
+    0.1-1 ms of a 15 ms step.)
     """
     if compute_speedup <= 0 or memory_speedup <= 0:
         raise InputError("amp speedups must be > 0")
@@ -125,8 +135,12 @@ def amp(
     pred = by_type(NodeType.COMP_NODE) & by_resource(on)
     counts = {"compute_bound": 0, "memory_bound": 0, "unclassified": 0, "optimizer": 0}
     rx = re.compile(pattern)
+    synced = 0
     for g in gs:
-        kept = {n.id for _a, ms in _regions(g, rx) for n in ms} if keep_optimizer else set()
+        regions = _regions(g, rx)
+        kept = {n.id for _a, ms in regions for n in ms} if keep_optimizer else set()
+        if grad_scaler:
+            synced += _sync_before(g, regions)
         for n in g.select(pred):
             if n.id in kept:
                 counts["optimizer"] += 1
@@ -153,7 +167,31 @@ def amp(
         notes.append(f"{counts['optimizer']} optimizer-step kernels unchanged (fp32 state under autocast)")
     if not any(counts.values()):
         notes.append(f"no {on} compute node: nothing to speed up (a CPU-only trace needs --on cpu)")
+    if grad_scaler:
+        notes.append(f"{synced} optimizer step(s) wait for the device (GradScaler's inf check)")
     return _finish("amp", gs, notes=notes)
+
+
+def _sync_before(g: Graph, regions: list[tuple[pb.Node, list[pb.Node]]]) -> int:
+    """Each region's first host task waits for the last device task recorded to start before it."""
+    device = sorted(
+        (n for n in g.nodes.values() if resource_of(n) == "gpu" and n.name != "queue"),
+        key=lambda n: n.start_time_micros,
+    )
+    starts = [n.start_time_micros for n in device]
+    done = 0
+    for anchor, members in regions:
+        host = [n for n in members if resource_of(n) == "cpu"] or [anchor]
+        first = min(host, key=lambda n: (n.start_time_micros, n.id))
+        inside = {n.id for n in members}
+        i = bisect.bisect_left(starts, first.start_time_micros) - 1
+        while i >= 0 and device[i].id in inside:
+            i -= 1
+        if i >= 0:
+            last = max(device[: i + 1], key=lambda n: n.start_time_micros + n.duration_micros)
+            g.add_dep(first.id, last.id, data=True)
+            done += 1
+    return done
 
 
 # ----------------------------------------------------------------------------- fused optimizer
@@ -353,6 +391,40 @@ def scale_compute(traces: Sequence[Trace], *, factor: float, on: str = "all") ->
     for g in gs:
         g.scale(g.select(pred), 1.0 / factor)
     return _finish("scale-compute", gs, notes=[f"{on} compute durations / {factor:g}"])
+
+
+def cuda_graphs(traces: Sequence[Trace], *, launch_us: float = 10.0, kernel_gap_us: float = 1.0) -> WhatIf:
+    """The whole step captured in a CUDA graph and replayed: the host's per-operator dispatch and
+    launch work vanishes and the step becomes the device's time plus one graph launch.
+
+    Every host task lasts 0 except each step's `ProfilerStep#k` node, which becomes the graph
+    launch (`launch_us`); the GPU's waits for launches (`queue` nodes) go; each kernel keeps its
+    measured time plus `kernel_gap_us`, the device's own gap between two kernels of a replayed
+    graph (no host launch to wait for, but the GPU still schedules each kernel). Dependencies and
+    collectives are unchanged, so a sync the step ends with still waits for the device.
+    """
+    if launch_us < 0 or kernel_gap_us < 0:
+        raise InputError("cuda-graphs: --launch-us and --kernel-gap-us must be >= 0")
+    gs = graphs(clone(traces))
+    host_us = kernels = 0
+    for g in gs:
+        host = g.select(by_type(NodeType.COMP_NODE) & by_resource("cpu"))
+        host_us += sum(n.duration_micros for n in host)
+        g.set_duration(host, 0)
+        steps = g.select(by_name(r"^ProfilerStep#\d+$"))
+        g.set_duration(steps, launch_us)
+        gpu = g.select(by_type(NodeType.COMP_NODE) & by_resource("gpu"))
+        g.set_duration([n for n in gpu if n.name == "queue"], 0)
+        launched = [n for n in gpu if n.name != "queue"]
+        g.add_duration(launched, kernel_gap_us)
+        kernels += len(launched)
+    notes = [
+        f"{host_us:,} µs of host tasks -> one {launch_us:g} µs graph launch per step; {kernels:,} kernels "
+        f"+ {kernel_gap_us:g} µs device gap each"
+    ]
+    w = _finish("cuda-graphs", gs, notes=notes)
+    w.changed.update(host_us=host_us, kernels=kernels)
+    return w
 
 
 def straggler(traces: Sequence[Trace], *, rank: int, factor: float, on: str = "all") -> WhatIf:
@@ -867,14 +939,6 @@ def write_network_yaml(path: Any, net: Any, comment: str = "") -> None:
 # ----------------------------------------------------------------------------- prediction
 
 
-def count_steps(traces: Sequence[Trace], pattern: str = r"^ProfilerStep#\d+$") -> int:
-    """Training steps recorded in rank 0 (ProfilerStep#k annotations), at least 1."""
-    if not traces:
-        return 1
-    rx = re.compile(pattern)
-    return max(1, sum(1 for n in traces[0].nodes if rx.search(n.name)))
-
-
 def simulate_breakdown(
     traces: Sequence[Trace],
     network: Any = None,
@@ -892,11 +956,13 @@ def simulate_breakdown(
     times = res.node_times or {}
     worst = max(res.ranks, key=lambda r: res.ranks[r].finish_ns)
     t = next(t for pos, t in enumerate(traces) if (t.rank if t.rank is not None else pos) == worst)
+    finish_by_rank = {r: v.finish_ns for r, v in sorted(res.ranks.items())}
     return {
         "finish_ns": res.finish_ns,
         "rank": worst,
         "breakdown": breakdown(resource_intervals(t, times[worst])),
-        "finish_by_rank": {r: v.finish_ns for r, v in sorted(res.ranks.items())},
+        "finish_by_rank": finish_by_rank,
+        "step": step_time(traces, finish_by_rank, times),
     }
 
 
@@ -911,6 +977,10 @@ def predict(
     comm_groups: Optional[dict[str, list[int]]] = None,
 ) -> dict[str, Any]:
     """Simulate the baseline and the what-if; per-step times and breakdowns (ns) side by side.
+
+    The step is `chakra.sim.steps`' (median ProfilerStep# span), the one `chakra simulate`
+    prints: the baseline is the replay the user has seen. `steps` (a count) instead divides
+    the whole run by it. Breakdowns are the whole run's divided by the step count.
 
     `comm_groups`: the baseline's process groups from a comm-group file (also used for the
     what-if when it keeps the rank count).
@@ -937,11 +1007,12 @@ def predict(
     )
 
     def per_step(d: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "step_ns": d["finish_ns"] / k,
-            "rank": d["rank"],
-            "breakdown_per_step_ns": {key: v / k for key, v in d["breakdown"].items()},
-        }
+        st = d["step"]
+        step_ns = st.step_ns if steps is None and st.annotated else d["finish_ns"] / k
+        per = {key: v / k for key, v in d["breakdown"].items()}
+        per["step"] = step_ns  # the table's step row is the step itself
+        return {"step_ns": step_ns, "steps_ns": st.steps_ns if steps is None else None, "rank": d["rank"],
+                "breakdown_per_step_ns": per}  # fmt: skip
 
     b, n = per_step(base), per_step(new)
     out = {
@@ -950,6 +1021,7 @@ def predict(
         "baseline": b,
         "predicted": n,
         "speedup": b["step_ns"] / n["step_ns"] if n["step_ns"] else None,
+        "timebase": timebase(overhead_record(baseline[0].metadata)) if baseline else timebase(None),
         "notes": whatif.notes,
         "changed": whatif.changed,
         "units": "ns",
@@ -980,6 +1052,7 @@ RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
     "zero": (memory_recipes.zero, "ZeRO stage 1-3: optimizer state, gradients, parameters sharded (memory)"),
     "rebalance-routing": (rebalance_routing, "MoE all-to-alls with per-peer sizes spread evenly (same bytes)"),
     "straggler": (straggler, "one slow rank: rank R's compute durations times F"),
+    "cuda-graphs": (cuda_graphs, "the step captured in a CUDA graph: host launch work gone, device time + one launch"),
 }
 #: Recipes whose point is the memory footprint: `whatif` reports the peak before and after.
 MEMORY_RECIPES = ("activation-checkpointing", "zero")
@@ -1010,7 +1083,8 @@ __all__ = [
     "amp",
     "apply_recipe",
     "calibrate_network",
-    "count_steps",
+    "count_steps",  # chakra.sim.steps's, re-exported
+    "cuda_graphs",
     "predict",
     "data_parallel",
     "ddp_buckets",

@@ -182,6 +182,11 @@ class Graph:
         fixed = int(round(duration_us))
         return self._set_durations(nodes, lambda _us: fixed)
 
+    def add_duration(self, nodes: Iterable[Union[pb.Node, int]], delta_us: float) -> int:
+        """Lengthen (or, negative, shorten down to 0) each node by `delta_us`; returns how many changed."""
+        delta = int(round(delta_us))
+        return self._set_durations(nodes, lambda us: max(0, us + delta))
+
     def _set_durations(self, nodes: Iterable[Union[pb.Node, int]], new_us: Callable[[int], int]) -> int:
         """Give each node (or node id) the duration `new_us(old duration)`; returns how many changed."""
         count = 0

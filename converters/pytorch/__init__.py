@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from chakra.converters import lazy_exports
 from chakra.converters.result import ConversionResult
@@ -58,15 +58,23 @@ def convert(
     io: bool = True,
     jobs: int = 0,
     metadata_node: bool = False,
+    profiled: bool = False,
+    step_time_ns: Optional[float] = None,
 ) -> ConversionResult:
-    """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank)."""
+    """Convert ETs (Kineto files among `inputs` or in `kineto` are paired with them by rank).
+
+    The profiler's cost is removed from host times (overhead.py) unless `profiled`; the untraced
+    step time is `step_time_ns`, else read from a manifest beside the inputs, else estimated."""
     from chakra.converters.pytorch.driver import Options, convert_files
     from chakra.errors import InputError
 
     for p in [*inputs, *kineto]:
         if not Path(p).exists():
             raise InputError(f"{p}: no such file")
-    options = Options(gap_min_us=gap_min_us, io=io, jobs=jobs, metadata_node=metadata_node)
+    options = Options(
+        gap_min_us=gap_min_us, io=io, jobs=jobs, metadata_node=metadata_node,
+        overhead="keep" if profiled else "remove", step_time_ns=step_time_ns,
+    )  # fmt: skip
     return result_of(convert_files([Path(p) for p in inputs], [Path(p) for p in kineto], Path(prefix), options))
 
 

@@ -74,6 +74,15 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         workers: Optional[int] = WorkersOption,
         scheduler: Optional[str] = SchedulerOption,
         metadata_node: bool = MetadataNodeOption,
+        step_time: Optional[str] = typer.Option(
+            None,
+            "--step-time",
+            help="The untraced step time (e.g. 27.8ms, from your training logs): the profiler's "
+            "cost is fitted to it. Default: a chakra.record manifest beside the inputs, else estimated from the trace.",
+        ),  # fmt: skip
+        profiled: bool = typer.Option(
+            False, "--profiled", help="Keep the profiled (recorded) host times instead of removing the profiler's cost."
+        ),
         quiet: bool = QuietOption,
         json_out: bool = JsonOption,
     ) -> None:
@@ -83,6 +92,14 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         ranks convert in parallel. Example:
 
           chakra convert pytorch et.0.json et.1.json -k kineto.0.json -k kineto.1.json -o out/ddp
+
+        The profiler slows every host operator down, so host-side times lose the profiler's cost
+        (GPU kernels keep their measured times): fitted to the untraced step time when it is
+        known (--step-time, or the manifest chakra.record.Recorder writes beside the traces),
+        estimated from the trace otherwise; the summary says which. --profiled keeps the
+        recorded times (each changed node also keeps them in its profiled_dur_us attribute):
+
+          chakra convert pytorch out/run/et.0.json.gz -k out/run/kineto.0.json.gz -o run --step-time 27.8ms
 
         The official linked host + device files (chakra_trace_link's "ET+", older et_plus files)
         are read alone, one per rank: chakra convert pytorch linked.0.json linked.1.json -o out/ddp
@@ -100,14 +117,24 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
 
           chakra convert pytorch traces/ --workers 8 -o out/job
         """
-        options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node}
+        from chakra.record.manifest import parse_step_time
+
+        with handle_errors():
+            step_ns = parse_step_time(step_time) if step_time is not None else None
+        options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node,
+                   "overhead": "keep" if profiled else "remove", "step_time_ns": step_ns}  # fmt: skip
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
+            if step_ns is not None and not profiled:
+                warn(
+                    "--step-time with --workers/--scheduler: each rank is converted alone, so the profiler's cost is "
+                    "estimated per rank; fitting it to a step time needs the whole job (convert without --workers)"
+                )
             return
         with handle_errors():
             inputs, kineto = _named("pytorch", inputs, quiet or json_out), _named("kineto", kineto or [], True)
             result = convert(
                 inputs, output, kineto=kineto, gap_min_us=gap_min, io=not no_io, jobs=jobs,
-                metadata_node=metadata_node,
+                metadata_node=metadata_node, profiled=profiled, step_time_ns=step_ns,
             )  # fmt: skip
             show(result, quiet, json_out)
 

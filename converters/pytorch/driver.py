@@ -49,6 +49,12 @@ class Options:
     # Keep the `process_group:init` METADATA node: ASTRA-sim aborts on it, so by default the groups
     # go to PREFIX.comm_groups.json only.
     metadata_node: bool = False
+    # The profiler's cost (overhead.py): "remove" it (fitted to the untraced step time when one is
+    # known: `step_time_ns`, else a manifest beside the inputs; estimated otherwise), "estimate"
+    # it from the trace alone even where a manifest is (validation), or "keep" the profiled durations.
+    overhead: str = "remove"
+    step_time_ns: Optional[float] = None
+    overhead_replay: bool = False  # also replay the profiled and the corrected trace for the report
 
 
 @dataclass
@@ -446,6 +452,8 @@ def _convert_one(ri: RankInput, out_path: str, options: Options, job: Optional[G
                 gc.enable()
         if job is not None and ri.rank in job.surveys:
             stats["gloo_survey"] = job.surveys[ri.rank].as_tuple()
+        if options.overhead in ("remove", "estimate", "keep") and stats.get("durations") == "from Kineto":
+            stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
         stats["output"] = out_path
         return stats
     except ChakraError as exc:
@@ -540,6 +548,10 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        if options.overhead in ("remove", "estimate", "keep") and all(
+            r.get("durations") == "from Kineto" for r in results
+        ):
+            _job_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -559,6 +571,64 @@ def convert_files(
         for tmp in tmp_paths:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _rewrite(path: Union[str, Path], trace: Trace) -> None:
+    """Write `trace` over the temporary file `path` (read before, so it counts as an input)."""
+    from chakra.io import write_trace
+
+    fresh = temp_path(path)
+    try:
+        write_trace(fresh, trace)
+        os.replace(fresh, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+
+
+def _rank_overhead(path: str, rank: int, options: Options) -> dict[str, Any]:
+    """One rank's profiler cost, estimated from its own trace (or kept, `--profiled`): a pass with
+    no simulation, the same in a batch worker as here. A measured step time is fitted afterwards
+    over the whole job (`_job_overhead`)."""
+    from chakra.converters.pytorch import overhead
+    from chakra.io import read_trace
+
+    trace = read_trace(path, rank=rank)
+    rep = overhead.keep_recorded([trace]) if options.overhead == "keep" else overhead.remove_overhead([trace])
+    _rewrite(path, trace)
+    return rep.as_dict()
+
+
+def _job_overhead(
+    tmp_paths: Sequence[str], finals: Sequence[Path], results: list[dict], inputs: Sequence[Path], options: Options
+) -> None:
+    """The whole job's part: fit the profiler's cost to a measured step time (`--step-time`, else a
+    manifest beside the inputs), which simulates every rank together; or, when asked
+    (`overhead_replay`), replay the profiled and the converted job for the report."""
+    from chakra.converters.pytorch import overhead
+    from chakra.io import read_trace
+    from chakra.record.manifest import find_truth
+
+    measured, source = options.step_time_ns, "--step-time"
+    if measured is None and options.overhead == "remove":
+        truth = find_truth(inputs)
+        if truth is not None:
+            measured, source = truth.step_ns, truth.source
+    if measured is None and not options.overhead_replay:
+        return
+    traces = [read_trace(p, rank=r["rank"]) for p, r in zip(tmp_paths, results)]
+    if measured is not None and options.overhead != "keep":
+        rep = overhead.remove_overhead(traces, measured, measured_source=source, replay=options.overhead_replay)
+        for p, t in zip(tmp_paths, traces):
+            _rewrite(p, t)
+        for r in results:
+            r["profiler_overhead"] = rep.as_dict()
+        return
+    predicted = overhead.simulated_step_ns(traces)
+    overhead.restore_profiled(traces)
+    profiled = overhead.simulated_step_ns(traces)
+    for r in results:
+        r["profiler_overhead"].update(predicted_step_ns=predicted, replay_profiled_ns=profiled)
 
 
 def _name_output(message: str, tmps: Sequence[str], finals: Sequence[Path]) -> str:

@@ -27,10 +27,14 @@ def accept(prefix: bytes) -> bool:
 
 
 def convert(inputs: Sequence[Path], prefix: Path, *, gap_min_us: float = 1.0, jobs: int = 0) -> ConversionResult:
-    """Convert Kineto traces, one per rank (no Execution Trace)."""
+    """Convert Kineto traces, one per rank (no Execution Trace).
+
+    The recorded durations are kept: without the Execution Trace observer the profiler's cost per
+    operator is a fraction of what `chakra convert pytorch` removes, and a Kineto trace alone has
+    no manifest beside it to fit that cost to."""
     from chakra.converters.pytorch import convert as convert_pytorch
 
-    return convert_pytorch([], prefix, kineto=inputs, gap_min_us=gap_min_us, io=True, jobs=jobs)
+    return convert_pytorch([], prefix, kineto=inputs, gap_min_us=gap_min_us, io=True, jobs=jobs, profiled=True)
 
 
 def batch_tasks(*args, **kwargs):

@@ -22,6 +22,24 @@ def _groups_line(s: dict[str, Any]) -> str:
     return "none recorded"
 
 
+def overhead_line(o: dict[str, Any]) -> str:
+    """What the conversion did about the profiler's cost, and the step it predicts when it knows."""
+    recorded = o.get("profiled_step_ns") or 0
+    prof = f"profiled step {recorded / 1e6:,.3f} ms (Kineto)" if recorded else "no ProfilerStep# marks"
+    if o["mode"] == "kept":
+        return f"kept (--profiled): {prof}"
+    host = o.get("host_recorded_us") or 0
+    share = f" ({100 * o['removed_us'] / host:.0f}% of the recorded host time)" if host else ""
+    removed = f"{o['removed_us'] / 1e3:,.1f} ms of host time removed{share}"
+    if o["mode"] == "measured":
+        how = f"fitted to the measured step {o['measured_step_ns'] / 1e6:,.3f} ms ({o['measured_source']})"
+        pred, replayed = o["predicted_step_ns"] / 1e6, o["replay_profiled_ns"] / 1e6
+        notes = "".join(f"; {n}" for n in o.get("notes") or [])
+        return f"removed, {how}: replay {replayed:,.3f} -> {pred:,.3f} ms/step; {removed}; {prof}{notes}"
+    how = "estimated from the trace alone (give --step-time or a chakra.record manifest to fit it)"
+    return f"removed, {how}: {removed}; {prof}"
+
+
 def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[str], None]) -> None:
     for s in summaries:
         title = f"rank {s['rank']}: {s.get('output', '')}"
@@ -54,6 +72,8 @@ def render(summaries: list[dict[str, Any]], console: Console, warn: Callable[[st
         for step, us in (s.get("profiler_steps_us") or {}).items():
             table.add_row(f"  {step}", f"{us:,} µs")
         table.add_row("process groups", _groups_line(s))
+        if s.get("profiler_overhead"):
+            table.add_row("profiler cost", overhead_line(s["profiler_overhead"]))
         for reason, count in s.get("dropped", {}).items():
             table.add_row("dropped", f"{count:,} {reason}")
         for name, count in (s.get("unknown") or {}).items():

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from chakra.converters.pytorch import convert_files
+from chakra.converters.pytorch import Options, convert_files
 from chakra.converters.pytorch.etplus import is_etplus
 from chakra.io import read_traces
 from chakra.schema import NodeType
@@ -53,8 +53,9 @@ def pair(samples_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("etplus")
     run = samples_dir / "pytorch" / "ddp2mem"
     plus = samples_dir / "pytorch_etplus"
-    own = convert_files(sorted(run.glob("et.*.json.gz")), sorted(run.glob("kineto.*.json.gz")), out / "own")
-    linked = convert_files(sorted(plus.glob("ddp2mem_etplus.*.json.gz")), [], out / "plus")
+    keep = Options(overhead="keep")  # recorded durations on both sides: the linking is compared
+    own = convert_files(sorted(run.glob("et.*.json.gz")), sorted(run.glob("kineto.*.json.gz")), out / "own", keep)
+    linked = convert_files(sorted(plus.glob("ddp2mem_etplus.*.json.gz")), [], out / "plus", keep)
     return out, own, linked
 
 
@@ -136,8 +137,9 @@ def test_gpu_etplus_gives_the_same_nodes_and_dependencies(samples_dir, tmp_path)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_memset" and e.get("name") not in syncs]
     kineto = tmp_path / "kineto.json"
     kineto.write_bytes(orjson.dumps(doc))
-    (own,) = convert_files([run / "et.json.gz"], [kineto], tmp_path / "own")
-    (plus,) = convert_files([samples_dir / "pytorch_etplus" / "gpu_fused_etplus.json.gz"], [], tmp_path / "plus")
+    keep = Options(overhead="keep")
+    (own,) = convert_files([run / "et.json.gz"], [kineto], tmp_path / "own", keep)
+    (plus,) = convert_files([samples_dir / "pytorch_etplus" / "gpu_fused_etplus.json.gz"], [], tmp_path / "plus", keep)
     assert plus["gpu_ops"] == own["gpu_ops"] == 376 and plus["gpu_ops_without_launcher"] == 0
     assert plus["linked"] == own["linked"] == 3006
     a, b = read_traces([tmp_path / "own"])[0], read_traces([tmp_path / "plus"])[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from chakra.converters.pytorch import convert_files
+from chakra.converters.pytorch import Options, convert_files
 from chakra.io import read_trace
 from chakra.schema import CollectiveType, NodeType
 from chakra.schema.attrs import get_attr
@@ -40,7 +40,10 @@ def converted(variant: str, tmp_root: Path) -> tuple[list, list, list]:
     """(traces, summaries, Kineto events per rank), converted once per test session."""
     if variant not in _CACHE:
         pairs = _files(variant)
-        summaries = convert_files([e for e, _ in pairs], [k for _, k in pairs], tmp_root / variant)
+        # recorded (profiled) durations: replayed against the profiler's own steps
+        summaries = convert_files(
+            [e for e, _ in pairs], [k for _, k in pairs], tmp_root / variant, Options(overhead="keep")
+        )
         traces = [read_trace(s["output"]) for s in summaries]
         events = [orjson.loads(gzip.decompress(k.read_bytes()))["traceEvents"] for _, k in pairs]
         _CACHE[variant] = (traces, summaries, events)

@@ -127,9 +127,22 @@ def _finish_all_ranks(ns: int) -> Callable[[subprocess.CompletedProcess, Path], 
 
 
 def _replay_matches_measured_step(proc: subprocess.CompletedProcess, clone: Path) -> None:
-    # The measured step: the ProfilerStep spans recorded in the PyTorch ET, per rank.
-    stats = subprocess.run(
+    # The profiled step: the ProfilerStep spans recorded in the PyTorch ET, per rank. The replay
+    # of a default conversion is the untraced step (the profiler's cost removed), shorter than it
+    # and printed beside it; the recorded durations (--profiled) replay the profiled step itself.
+    subprocess.run(
+        ["chakra", "convert", "pytorch", *[f"tests/data/samples/pytorch/ddp2/{k}.{r}.json" for k in ("et", "kineto")
+                                           for r in (0, 1)], "-o", "out/ddp2_profiled", "--profiled", "-q"],
+        cwd=clone, capture_output=True, text=True, env=_env(clone), check=True,
+    )  # fmt: skip
+    default = subprocess.run(
         ["chakra", "simulate", "out/ddp2", "--comm", "replay", "--json", "-q"],
+        cwd=clone, capture_output=True, text=True, env=_env(clone), check=True,
+    )  # fmt: skip
+    step = json.loads(default.stdout)["step"]
+    assert step["times"] == "untraced" and step["step_ns"] < step["profiled_recorded_step_ns"]
+    stats = subprocess.run(
+        ["chakra", "simulate", "out/ddp2_profiled", "--comm", "replay", "--json", "-q"],
         cwd=clone,
         capture_output=True,
         text=True,

@@ -119,7 +119,7 @@ def converted(samples_dir, tmp_path_factory):
     for name in ("mlp", "ddp2", "collectives2"):
         folder = samples_dir / "pytorch" / name
         inputs = sorted(folder.glob("et.*.json")) + sorted(folder.glob("kineto.*.json"))
-        pytorch.convert(inputs, out / name)
+        pytorch.convert(inputs, out / name, profiled=True)  # replayed against the profiler's own steps
         prefixes[name] = out / name
     return prefixes
 

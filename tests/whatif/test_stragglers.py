@@ -21,7 +21,7 @@ def ddp4(samples_dir: Path, tmp_path_factory) -> str:
     assert world == 4
     prefix = tmp_path_factory.mktemp("ddp4") / "ddp4"
     convert([d / f"et.{r}.json.gz" for r in range(world)], prefix,
-            kineto=[d / f"kineto.{r}.json.gz" for r in range(world)], jobs=1)  # fmt: skip
+            kineto=[d / f"kineto.{r}.json.gz" for r in range(world)], jobs=1, profiled=True)  # fmt: skip
     return str(prefix)
 
 

@@ -1,0 +1,84 @@
+"""The untraced step time of a recording: read from the manifest beside its traces, or given by hand.
+
+Read without torch (the converter uses it). Two producers are understood:
+
+* `chakra.record.Recorder`: `manifest.json` (one rank) or `manifest.<rank>.json` (each rank of a
+  distributed run), `"kind": "chakra.record"`, `untraced_step_s.median`;
+* `tools/pytorch_gpu.py` (the project's GPU recordings, tests/data/gpu): `timing.json`,
+  `step_s.median`.
+
+A distributed job's step is its slowest rank's, so several rank manifests give their maximum.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from chakra.errors import InputError
+
+_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "µs": 1e3, "ns": 1.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs|ns)?\s*$")
+
+
+@dataclass
+class StepTruth:
+    step_ns: float
+    source: str  # the file(s), or "--step-time"
+
+
+def parse_step_time(text: str) -> float:
+    """'27.8ms', '27.8 ms', '0.0278s', '27800us' -> ns; a bare number is ms (as logs print)."""
+    m = _DURATION.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"--step-time: expected a positive duration like 27.8ms, 0.031s or 950us, got {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2) or "ms"]
+
+
+def _median_s(doc: dict, path: Path) -> Optional[float]:
+    if doc.get("kind") == "chakra.record":
+        block = doc.get("untraced_step_s")
+    elif "step_s" in doc and "traced_step_s" in doc:  # tools/pytorch_gpu.py timing.json
+        block = doc.get("step_s")
+    else:
+        return None
+    value = block.get("median") if isinstance(block, dict) else None
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise InputError(f"{path}: untraced step time: expected a positive number at .median, got {value!r}")
+    return float(value)
+
+
+def find_truth(inputs: Iterable[Path]) -> Optional[StepTruth]:
+    """The untraced step beside the inputs (their folders), or None when there is no manifest."""
+    folders: list[Path] = []
+    for p in inputs:
+        p = Path(str(p).split(":", 1)[0]) if ":" in str(p) and not Path(p).exists() else Path(p)
+        folder = p if p.is_dir() else p.parent
+        if folder not in folders:
+            folders.append(folder)
+    found: list[tuple[float, Path]] = []
+    for folder in folders:
+        candidates = sorted(folder.glob("manifest.json")) + sorted(folder.glob("manifest.*.json"))
+        candidates += sorted(folder.glob("timing.json"))
+        for path in candidates:
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                raise InputError(f"{path}: not a readable JSON manifest ({exc})") from None
+            if not isinstance(doc, dict):
+                continue
+            value = _median_s(doc, path)
+            if value is not None:
+                found.append((value, path))
+    if not found:
+        return None
+    value, _ = max(found)
+    names = ", ".join(str(p) for _, p in found)
+    return StepTruth(value * 1e9, names)
+
+
+__all__ = ["StepTruth", "find_truth", "parse_step_time"]

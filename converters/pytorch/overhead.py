@@ -1,0 +1,389 @@
+"""Remove the profiler's cost from a converted PyTorch trace, so that it describes the untraced run.
+
+Under `torch.profiler` with the Execution Trace observer every host operator pays for the
+callbacks that record it (Kineto's, and the observer serialising its arguments), and every CUDA
+runtime call pays for CUPTI: a launch-bound step can take 5x its untraced time. GPU kernels do
+not: CUPTI times them on the device. So only host-side time is corrected:
+
+* host nodes (an operator's own segment, the `gap`s between its children, `idle`, CPU `queue`
+  hand-offs) and the GPU `queue` nodes (a kernel waiting for its launch, which under CUPTI holds
+  the inflated launch path) keep a fraction `keep` of their recorded time, but lose at most
+  `cap_us` each: an operator that does real work on the CPU (a CPU matmul of a millisecond)
+  loses the profiler's per-call cost, not 80% of its work;
+* GPU kernels, memory copies and communication keep their recorded times.
+
+`keep` comes from a measured untraced step time when there is one (a `chakra.record` manifest
+beside the traces, `--step-time`): it is fitted so that the simulated step (chakra.sim.steps)
+equals the measured one. Without one it is estimated: `DEFAULT_KEEP`, the host-time share that
+reproduces the untraced step on the project's own H200 recordings (docs/whatif-validation.md),
+and `cap_us` from the trace itself, as `CAP_GAPS` times the median gap between two operators
+recorded back to back inside a C++ operator (those gaps hold nothing but the profiler's exit
+and entry callbacks).
+
+Every changed node keeps its recorded duration in the `profiled_dur_us` attribute, and the
+trace's metadata says what was done (`profiler_overhead`: mode, keep, cap, the recorded and the
+predicted step), so the profiled run stays available (`chakra convert pytorch --profiled` keeps
+it as the durations instead).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from chakra.schema import NodeType
+from chakra.schema.attrs import get_attr, set_attr
+from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
+from chakra.trace import Trace
+
+#: When the trace has too few back-to-back operators to read the gap cost from: µs.
+DEFAULT_GAP_US = 5.0
+#: A host node loses at most this many times its profiler cost (an operator doing real work on
+#: the CPU keeps its work).
+CAP_COSTS = 4.0
+#: Untraced time of a host node when no step time is known, in back-to-back operator gaps (the
+#: profiler's own cost, which scales with the host CPU's speed as the untraced work does):
+#: chosen on the H200 recordings of tests/data/gpu (docs/whatif-validation.md).
+BASE_PER_GAP = 0.085
+#: A measured step within this share of the estimate's keeps the estimate (see remove_overhead).
+AGREE = 0.02
+#: A Python-level gap loses this many back-to-back operator gaps (the callbacks around it).
+PYTHON_GAPS = 0.6
+PROFILED_ATTR = "profiled_dur_us"
+META_ATTR = OVERHEAD_ATTR
+
+_COMP = int(NodeType.COMP_NODE)
+_BACKWARD = re.compile(r"Backward\d*$")
+_HOST_SPECIAL = ("gap", "idle", "queue")
+
+
+@dataclass
+class OverheadReport:
+    """What was removed, for the summary and the JSON form."""
+
+    mode: str  # "measured" (fitted to a step time), "estimated" (trace alone), "kept" (--profiled)
+    base_us: float  # a host node's untraced time, unless its recorded time less CAP_COSTS x its cost is more
+    gap_cost_us: float
+    op_cost_us: float
+    profiled_step_ns: float = 0.0  # the recorded steps (Kineto ProfilerStep# spans), median
+    # the simulated steps (chakra.sim.steps) with the recorded durations and after the removal:
+    # simulated when fitting (or when asked: `replay=True`), None otherwise (conversion stays a pass)
+    replay_profiled_ns: Optional[float] = None
+    predicted_step_ns: Optional[float] = None
+    host_recorded_us: int = 0  # host time as recorded, all ranks, all steps
+    python_gap_cost_us: Optional[float] = None  # what a Python-level gap lost (None: the estimate)
+    measured_step_ns: Optional[float] = None
+    measured_source: Optional[str] = None
+    removed_us: int = 0  # host time removed, all ranks, all steps
+    host_nodes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["units"] = "ns (step times), µs (removed_us, *_cost_us)"
+        return d
+
+
+def _host_nodes(trace: Trace) -> list[Any]:
+    """The nodes whose recorded time holds profiler cost (module docstring), in trace order."""
+    out = []
+    for n in trace.nodes:
+        if n.type != _COMP:
+            continue
+        cpu = get_attr(n, "is_cpu_op", None)
+        if cpu is False and n.name != "queue":
+            continue
+        out.append(n)
+    return out
+
+
+#: Leaf operators whose real work is a few hundred ns (metadata only): under the profiler their
+#: recorded time is the profiler's cost inside an operator's span.
+TRIVIAL_OPS = frozenset(
+    {"aten::as_strided", "aten::view", "aten::empty", "aten::empty_strided", "aten::detach_", "aten::alias",
+     "aten::_reshape_alias", "aten::unsqueeze", "aten::squeeze", "aten::expand", "aten::permute", "aten::slice",
+     "aten::select", "aten::_unsafe_view", "aten::resolve_conj", "aten::resolve_neg", "aten::lift_fresh"}
+)  # fmt: skip
+
+
+@dataclass
+class Costs:
+    """The profiler's cost per host node, µs, read from the trace (module docstring)."""
+
+    gap_us: float  # between two operators: the first one's exit, the next one's entry
+    op_us: float  # inside an operator's span, before its first child or its end
+
+    def of(self, node: Any) -> float:
+        return self.gap_us if node.name in _HOST_SPECIAL else self.op_us
+
+
+def _events(trace: Trace, nodes: list[Any]) -> list[int]:
+    """Profiled events per host node: itself, plus one per device task it launched (each launch
+    is a CUDA runtime call that CUPTI records)."""
+    launches: dict[int, int] = {}
+    for n in trace.nodes:
+        if n.type == _COMP and get_attr(n, "is_cpu_op", None) is False and n.name != "queue":
+            for d in n.data_deps:
+                launches[d] = launches.get(d, 0) + 1
+    # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
+    # kernel already waits for the host node that launched it.
+    return [
+        0 if n.name == "queue" and get_attr(n, "is_cpu_op", None) is False else 1 + launches.get(n.id, 0) for n in nodes
+    ]
+
+
+def _python_level(trace: Trace, nodes: list[Any]) -> list[bool]:
+    """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
+    gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
+    `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
+    names = {n.id: n.name for n in trace.nodes}
+    out = []
+    for n in nodes:
+        if n.name == "idle":
+            out.append(True)
+        elif n.name == "gap":
+            owner = names.get(get_attr(n, "gap_of", 0), "")
+            out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
+        else:
+            out.append(False)
+    return out
+
+
+def _recorded(node: Any) -> int:
+    """A node's recorded (profiled) duration, also after an earlier removal changed it."""
+    d = get_attr(node, PROFILED_ATTR, None)
+    return int(d) if d is not None else node.duration_micros
+
+
+def _middle_mean(values: list[int]) -> float:
+    """Mean of the middle half (durations are whole µs: a median would be an integer)."""
+    xs = sorted(values)
+    q = len(xs) // 4
+    mid = xs[q : len(xs) - q] or xs
+    return sum(mid) / len(mid)
+
+
+def estimate_costs(traces: Sequence[Trace]) -> Costs:
+    """Median gap between two children of a C++ (`aten::`) operator (nothing but the profiler
+    runs there) and median recorded time of the trivial leaf operators (`TRIVIAL_OPS`)."""
+    gaps: list[int] = []
+    leaves: list[int] = []
+    for t in traces:
+        names = {n.id: n.name for n in t.nodes}
+        parents = {get_attr(n, "gap_of", 0) for n in t.nodes if n.name == "gap"}
+        for n in t.nodes:
+            if n.type != _COMP:
+                continue
+            if n.name == "gap":
+                if names.get(get_attr(n, "gap_of", 0), "").startswith("aten::"):
+                    gaps.append(_recorded(n))
+            elif n.name in TRIVIAL_OPS and n.id not in parents:
+                leaves.append(_recorded(n))
+    gap = _middle_mean(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
+    op = _middle_mean(leaves) if len(leaves) >= 10 else gap
+    return Costs(float(gap), float(op))
+
+
+class _Plan:
+    """The host nodes of every rank with their recorded durations and profiler costs."""
+
+    def __init__(self, traces: Sequence[Trace], costs: Costs) -> None:
+        self.traces = traces
+        self.nodes = [_host_nodes(t) for t in traces]
+        self.recorded = [[_recorded(n) for n in ns] for ns in self.nodes]
+        self.events = [_events(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.cap = [
+            [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
+        ]
+        # Python time (a gap of a Python-level region, idle time on the main thread) is real work
+        # the profiler does not slow down: such a node loses only the callbacks around it.
+        self.python = [_python_level(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.python_cost = PYTHON_GAPS * costs.gap_us
+
+    def apply(self, base_us: Optional[float]) -> int:
+        """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
+        node its recorded time less the callbacks (None: every node as recorded); returns the µs
+        removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
+        removed = 0
+        if base_us is None:
+            for nodes, rec in zip(self.nodes, self.recorded):
+                for n, d in zip(nodes, rec):
+                    n.duration_micros = d
+            return 0
+        py_cost = self.python_cost
+        for nodes, rec, cap, events, python in zip(self.nodes, self.recorded, self.cap, self.events, self.python):
+            carry = 0.0
+            for n, d, c, e, py in zip(nodes, rec, cap, events, python):
+                exact = (max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)) + carry
+                new = int(round(exact))
+                carry = exact - new
+                n.duration_micros = new
+                removed += d - new
+        return removed
+
+    def mark(self) -> None:
+        for nodes, rec in zip(self.nodes, self.recorded):
+            for n, d in zip(nodes, rec):
+                if n.duration_micros != d and get_attr(n, PROFILED_ATTR, None) is None:
+                    set_attr(n, PROFILED_ATTR, int(d))
+
+
+def simulated_step_ns(traces: Sequence[Trace]) -> float:
+    """The replayed step (chakra.sim.steps) of traces as they are: recorded comm durations."""
+    from chakra.sim import SimOptions, simulate
+
+    res = simulate(list(traces), options=SimOptions(comm_mode="replay", record_nodes=True))
+    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+def remove_overhead(
+    traces: Sequence[Trace],
+    measured_step_ns: Optional[float] = None,
+    *,
+    measured_source: Optional[str] = None,
+    base_us: Optional[float] = None,
+    costs: Optional[Costs] = None,
+    progress: Optional[Callable[[str], None]] = None,
+    replay: bool = False,
+) -> OverheadReport:
+    """Rewrite the traces' host durations in place (module docstring); returns what was done.
+
+    With `measured_step_ns` the untraced time per host node is fitted (bisection: the replayed
+    step grows with it) until the replayed step is within 0.3% of it; a step time that the
+    recorded durations already reach, or that no host time can reach, is said in the notes and
+    the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
+    also gives the profiled and the predicted step).
+    """
+    say = progress or (lambda _m: None)
+    costs = costs or estimate_costs(traces)
+    plan = _Plan(traces, costs)
+    default_base = BASE_PER_GAP * costs.gap_us
+    rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
+    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    rep.host_recorded_us = sum(map(sum, plan.recorded))
+    if measured_step_ns is not None or replay:
+        plan.apply(None)  # every node as recorded
+        rep.replay_profiled_ns = simulated_step_ns(traces)
+    if measured_step_ns is not None:
+        rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
+        target = float(measured_step_ns)
+        lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
+        plan.apply(default_base)
+        at_default = simulated_step_ns(traces)
+        plan.apply(lo)
+        floor = simulated_step_ns(traces)
+        if abs(at_default - target) <= AGREE * target:
+            # The measured step agrees with the estimate: where the device sets the step, host
+            # time hardly moves it, and a fit would only wander along that flat stretch.
+            rep.base_us = default_base
+            rep.notes.append(
+                f"the estimate ({at_default / 1e6:.3f} ms) is within {100 * AGREE:.0f}% of the measured step: "
+                "kept (the step does not pin the host time down)"
+            )
+        elif target >= (rep.replay_profiled_ns or 0.0):
+            rep.base_us = hi
+            rep.notes.append(
+                f"the measured step ({target / 1e6:.3f} ms) is not shorter than the profiled replay "
+                f"({(rep.replay_profiled_ns or 0.0) / 1e6:.3f} ms): durations kept as recorded"
+            )
+        elif floor > target:
+            # Even C++ nodes at zero leave the step too long: the Python-level gaps held more of
+            # the profiler than one callback gap; fit their share instead (up to all of it).
+            rep.base_us = 0.0
+            lo_py, hi_py = (
+                plan.python_cost,
+                max(plan.python_cost, max((d for r in plan.recorded for d in r), default=1)),
+            )
+            plan.python_cost = hi_py
+            plan.apply(0.0)
+            lowest = simulated_step_ns(traces)
+            if lowest > target:
+                rep.notes.append(
+                    f"with no host time left the replay takes {lowest / 1e6:.3f} ms, more than the measured "
+                    f"{target / 1e6:.3f} ms (device time or communication sets the step)"
+                )
+            else:
+                for _ in range(40):
+                    plan.python_cost = mid = (lo_py + hi_py) / 2
+                    plan.apply(0.0)
+                    got = simulated_step_ns(traces)
+                    if abs(got - target) <= 0.003 * target:
+                        break
+                    lo_py, hi_py = (mid, hi_py) if got > target else (lo_py, mid)
+                rep.notes.append(
+                    f"host nodes at their floor; Python-level gaps lose {plan.python_cost:.1f} µs each "
+                    f"(fitted; the estimate is {PYTHON_GAPS:g} x {costs.gap_us:.1f} µs)"
+                )
+            rep.python_gap_cost_us = plan.python_cost
+        else:
+            for i in range(40):
+                mid = (lo + hi) / 2
+                plan.apply(mid)
+                got = simulated_step_ns(traces)
+                say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
+                if abs(got - target) <= 0.003 * target:
+                    lo = hi = mid
+                    break
+                if got > target:
+                    hi = mid
+                else:
+                    lo = mid
+            rep.base_us = (lo + hi) / 2
+    elif base_us is not None:
+        rep.base_us = base_us
+    rep.removed_us = plan.apply(rep.base_us)
+    if measured_step_ns is not None or replay:
+        rep.predicted_step_ns = simulated_step_ns(traces)
+    plan.mark()
+    for t in traces:
+        set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
+    return rep
+
+
+def keep_recorded(traces: Sequence[Trace], replay: bool = False) -> OverheadReport:
+    """`--profiled`: nothing removed; the report gives the profiled step (and its replay if asked)."""
+    costs = estimate_costs(traces)
+    nodes = [_host_nodes(t) for t in traces]
+    rep = OverheadReport("kept", float("inf"), costs.gap_us, costs.op_us, host_nodes=sum(map(len, nodes)))
+    rep.host_recorded_us = sum(n.duration_micros for ns in nodes for n in ns)
+    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    if replay:
+        rep.replay_profiled_ns = rep.predicted_step_ns = simulated_step_ns(traces)
+    for t in traces:
+        set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
+    return rep
+
+
+def overhead_of(trace: Trace) -> Optional[dict[str, Any]]:
+    """The `profiler_overhead` record a converted trace carries, or None."""
+    return overhead_record(trace.metadata)
+
+
+def restore_profiled(traces: Sequence[Trace]) -> int:
+    """Put the recorded (profiled) durations back; returns the number of nodes changed."""
+    changed = 0
+    for t in traces:
+        for n in t.nodes:
+            d = get_attr(n, PROFILED_ATTR, None)
+            if d is not None and n.duration_micros != d:
+                n.duration_micros = int(d)
+                changed += 1
+    return changed
+
+
+__all__ = [
+    "Costs",
+    "OverheadReport",
+    "estimate_costs",
+    "keep_recorded",
+    "overhead_of",
+    "remove_overhead",
+    "restore_profiled",
+    "simulated_step_ns",
+]
