@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from importlib import resources
 from typing import IO, Any, Optional
 
@@ -156,27 +157,33 @@ def importer_problems(doc: dict[str, Any], limit: int = 10) -> list[str]:
     events = doc.get("traceEvents", [])
     procs = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     tracks = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    slices: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    # Perfetto turns each µs timestamp and duration into whole ns on its own and nests by those, so
+    # a slice that starts where its neighbour ends is not inside it, whatever the float sum says.
+    slices: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for e in events:
         if e.get("ph") == "X":
             key = (e["pid"], e["tid"])
             if e["pid"] not in procs or key not in tracks:
                 problems.append(f"slice {e['name']!r} on an unnamed process or track {key}")
-            slices.setdefault(key, []).append((e["ts"], e["ts"] + e["dur"]))
+            start = _ns(e["ts"])
+            slices.setdefault(key, []).append((start, start + _ns(e["dur"])))
     for key, items in slices.items():
         items.sort(key=lambda s: (s[0], -s[1]))
-        stack: list[float] = []
+        stack: list[int] = []
         for start, end in items:
             while stack and stack[-1] <= start:
                 stack.pop()
             if stack and end > stack[-1]:
-                problems.append(f"track {key}: slice at {start} µs ends at {end}, after its parent's end {stack[-1]}")
+                problems.append(
+                    f"track {key}: slice at {start / 1000} µs ends at {end / 1000}, after its parent's end "
+                    f"{stack[-1] / 1000}"
+                )
             stack.append(end)
     starts = {key: [s for s, _ in items] for key, items in slices.items()}
     # Longest slice so far, per track, for the "is ts inside some slice" test by bisection.
-    reach: dict[tuple[int, int], list[float]] = {}
+    reach: dict[tuple[int, int], list[int]] = {}
     for key, items in slices.items():
-        best, out = float("-inf"), []
+        best, out = -(2**63), []
         for _, end in items:
             best = max(best, end)
             out.append(best)
@@ -192,9 +199,17 @@ def importer_problems(doc: dict[str, Any], limit: int = 10) -> list[str]:
             continue
         for e in ends:
             key = (e["pid"], e["tid"])
-            i = bisect.bisect_right(starts.get(key, []), e["ts"]) - 1
-            if i < 0 or reach[key][i] < e["ts"]:
+            ts = _ns(e["ts"])
+            i = bisect.bisect_right(starts.get(key, []), ts) - 1
+            if i < 0 or reach[key][i] < ts:
                 problems.append(f"flow {cat} #{fid}: its {e['ph']} at {e['ts']} µs on {key} is inside no slice")
         if len(problems) > limit:
             break
     return problems[:limit]
+
+
+def _ns(us: float) -> int:
+    """A trace-event time in µs as the whole ns Perfetto's JSON importer keeps (whole µs and their
+    fraction apart: epoch timestamps times 1000 exceed what a float holds exactly)."""
+    whole = math.floor(us)
+    return whole * 1000 + round((us - whole) * 1000)

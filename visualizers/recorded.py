@@ -30,7 +30,7 @@ from chakra.schema.attrs import attr_value
 from chakra.trace import Trace
 from chakra.visualizers.chrome_trace import ChromeTraceWriter
 
-_FACTS = frozenset({"tid", "stream", "launcher", "gap_of", "queue_of", "inclusive_dur", "is_cpu_op"})
+_FACTS = frozenset({"tid", "stream", "launcher", "gap_of", "queue_of", "inclusive_dur", "is_cpu_op", "profiled_dur_us"})
 _COMM_TYPES = frozenset({int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)})
 #: Track order inside a process: host threads, then GPU streams, then communication, then resources.
 _GROUP_ORDER = {"thread": 0, "stream": 1, "comm": 2, "resource": 3}
@@ -97,7 +97,10 @@ def layout_rank(trace: Trace, shift: float = 0.0) -> RankLayout:
         if "gap_of" in f or "queue_of" in f:
             skipped += 1
             continue
-        dur = float(n.duration_micros)
+        # recorded start times go with recorded durations: a node whose profiler cost the converter
+        # removed keeps what was recorded in profiled_dur_us
+        profiled = f.get("profiled_dur_us")
+        dur = float(profiled) if isinstance(profiled, (int, float)) else float(n.duration_micros)
         incl = f.get("inclusive_dur")
         if isinstance(incl, int) and incl > dur:
             dur = float(incl)

@@ -138,6 +138,11 @@ def convert_batch(
         raise InputError(f"{prefix}: cannot create the output folder ({exc.strerror or exc})") from None
     tasks = plugin.batch_tasks(files, companions, prefix, dict(options or {}), _run_on_workers(client))
     outcomes = _run_tasks(client, fmt, tasks, progress)
+    # A plugin's whole-job pass over the written ranks (PyTorch: the profiler-cost fit to a measured
+    # step time), as its plain path does before renaming its outputs
+    finish = getattr(plugin, "finish_batch", None)
+    if finish is not None and outcomes and all(o.error is None and o.output for o in outcomes):
+        finish([(o.output, o.stats) for o in outcomes], [*files, *companions], dict(options or {}))
     cross_rank = Report(ranks=[o.rank for o in outcomes if o.error is None])
     summaries = [o.stats.pop("_comm") for o in outcomes if o.error is None]
     cross_rank.nodes = sum(int(o.stats.get("nodes", 0)) for o in outcomes if o.error is None)

@@ -85,6 +85,13 @@ def batch_tasks(*args, **kwargs):
     return plan(*args, **kwargs)
 
 
+def finish_batch(*args, **kwargs):
+    """After a batch conversion: the whole job's profiler-cost fit, as the plain path does."""
+    from chakra.converters.pytorch.batch import finish_batch as finish
+
+    return finish(*args, **kwargs)
+
+
 def add_cli(app) -> None:
     from chakra.converters.pytorch.cli import add_cli as register
 

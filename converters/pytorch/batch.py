@@ -55,6 +55,14 @@ def batch_tasks(
     return tasks
 
 
+def finish_batch(written: list[tuple[str, dict[str, Any]]], inputs: Sequence[Path], options: dict[str, Any]) -> None:
+    """After every rank is written: the whole job's profiler-cost fit (`driver.job_overhead`), as
+    the plain path does, so `--workers` and a plain conversion write the same bytes."""
+    from chakra.converters.pytorch.driver import Options, job_overhead
+
+    job_overhead([p for p, _ in written], [s for _, s in written], inputs, Options(**options))
+
+
 def _rank_rule(paths: Sequence[Path]) -> Callable[[Path], Optional[int]]:
     """The rank of each file, as the plain path pairs them (`driver.gather_inputs`), from names
     and the heads of the files (their first 200 KB; the workers read them whole).

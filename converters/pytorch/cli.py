@@ -124,11 +124,6 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
         options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node,
                    "overhead": "keep" if profiled else "remove", "step_time_ns": step_ns}  # fmt: skip
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):
-            if step_ns is not None and not profiled:
-                warn(
-                    "--step-time with --workers/--scheduler: each rank is converted alone, so the profiler's cost is "
-                    "estimated per rank; fitting it to a step time needs the whole job (convert without --workers)"
-                )
             return
         with handle_errors():
             inputs, kineto = _named("pytorch", inputs, quiet or json_out), _named("kineto", kineto or [], True)

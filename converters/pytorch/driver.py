@@ -548,10 +548,7 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        if options.overhead in ("remove", "estimate", "keep") and all(
-            r.get("durations") == "from Kineto" for r in results
-        ):
-            _job_overhead(tmp_paths, finals, results, [*et_paths, *kineto_paths], options)
+        job_overhead(tmp_paths, results, [*et_paths, *kineto_paths], options)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -589,7 +586,7 @@ def _rewrite(path: Union[str, Path], trace: Trace) -> None:
 def _rank_overhead(path: str, rank: int, options: Options) -> dict[str, Any]:
     """One rank's profiler cost, estimated from its own trace (or kept, `--profiled`): a pass with
     no simulation, the same in a batch worker as here. A measured step time is fitted afterwards
-    over the whole job (`_job_overhead`)."""
+    over the whole job (`job_overhead`)."""
     from chakra.converters.pytorch import overhead
     from chakra.io import read_trace
 
@@ -599,12 +596,15 @@ def _rank_overhead(path: str, rank: int, options: Options) -> dict[str, Any]:
     return rep.as_dict()
 
 
-def _job_overhead(
-    tmp_paths: Sequence[str], finals: Sequence[Path], results: list[dict], inputs: Sequence[Path], options: Options
-) -> None:
-    """The whole job's part: fit the profiler's cost to a measured step time (`--step-time`, else a
-    manifest beside the inputs), which simulates every rank together; or, when asked
-    (`overhead_replay`), replay the profiled and the converted job for the report."""
+def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Path], options: Options) -> None:
+    """The whole job's part, once every rank is written to `paths` (the plain path's temporary
+    files, the batch path's outputs): fit the profiler's cost to a measured step time
+    (`--step-time`, else a manifest beside the inputs), which simulates every rank together; or,
+    when asked (`overhead_replay`), replay the profiled and the converted job for the report."""
+    if options.overhead not in ("remove", "estimate", "keep") or any(
+        r.get("durations") != "from Kineto" for r in results
+    ):
+        return
     from chakra.converters.pytorch import overhead
     from chakra.io import read_trace
     from chakra.record.manifest import find_truth
@@ -616,10 +616,10 @@ def _job_overhead(
             measured, source = truth.step_ns, truth.source
     if measured is None and not options.overhead_replay:
         return
-    traces = [read_trace(p, rank=r["rank"]) for p, r in zip(tmp_paths, results)]
+    traces = [read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
     if measured is not None and options.overhead != "keep":
         rep = overhead.remove_overhead(traces, measured, measured_source=source, replay=options.overhead_replay)
-        for p, t in zip(tmp_paths, traces):
+        for p, t in zip(paths, traces):
             _rewrite(p, t)
         for r in results:
             r["profiler_overhead"] = rep.as_dict()

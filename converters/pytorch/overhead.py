@@ -33,6 +33,7 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from chakra.schema import NodeType
@@ -340,8 +341,13 @@ def remove_overhead(
     if measured_step_ns is not None or replay:
         rep.predicted_step_ns = simulated_step_ns(traces)
     plan.mark()
+    # The trace keeps the manifest's file name, not where the inputs happened to lie: a recording
+    # named by its folder or by its files converts to the same bytes (the summary has the path).
+    recorded = rep.as_dict()
+    if recorded.get("measured_source"):
+        recorded["measured_source"] = ", ".join(Path(s).name for s in recorded["measured_source"].split(", "))
     for t in traces:
-        set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
+        set_attr(t.metadata, META_ATTR, json.dumps(recorded, sort_keys=True))
     return rep
 
 

@@ -35,12 +35,17 @@ SAMPLE_FORMATS = [
     ("et/official_small_chakra.0.json", "json"),
     ("et/feeder_tests_trace.tar.gz", None),  # a tarball of a Chakra .et (the official feeder test trace)
     ("kineto/*.json.gz", "kineto"),
+    ("kineto/*.tar.gz", "kineto"),  # a tarball of Kineto traces (PARAM's DLRM): its first .json member is read
     ("nsys/*.sqlite", "nsys"),
     ("pytorch/*/et.*.json", "pytorch"),
     ("pytorch/*/kineto.*.json", "kineto"),
     ("pytorch/*/et.*.json.gz", "pytorch"),  # the trace zoo
     ("pytorch/*/kineto.*.json.gz", "kineto"),
     ("pytorch/*/manifest.json", None),
+    ("record/SOURCES.md", None),
+    ("record/*/et.*.json.gz", "pytorch"),  # a chakra.record.Recorder recording
+    ("record/*/kineto.*.json.gz", "kineto"),
+    ("record/*/manifest.json", None),  # its untraced step times
     ("pytorch_et/*", "pytorch"),  # .json.gz, and .tgz/.tar.gz whose .json member is read
     ("pytorch_etplus/*.json.gz", "pytorch"),  # the official linker's ET+: an ET with Kineto's figures
     ("pytorch_gpu/*/et.json.gz", "pytorch"),
