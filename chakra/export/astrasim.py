@@ -98,6 +98,37 @@ class Issue:
         return dict(self.__dict__)
 
 
+#: Findings that are never summarised (`Tally`): `settle_memory_ends` rewrites them one by one.
+UNSUMMARISED = frozenset({"memory-node-abort", "memory-node-report"})
+_TALLY_NODES = 20  # the smallest node ids a summary keeps (what `grouped` shows)
+
+
+@dataclass
+class Tally:
+    """Every finding of one kind, summarised (`plan(..., summarise=True)`, what `chakra simulate`
+    asks for): how many, on which ranks, the smallest node ids, and whether each had a fix. A trace
+    that was never exported can raise a finding on every kernel (2 M at 1,024 ranks): as objects
+    they took gigabytes; `grouped` and `warning_lines` need only these figures. The kind's first
+    finding stays in `Plan.issues` (its reason, fix and place among the kinds)."""
+
+    count: int = 0
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[int] = field(default_factory=set)  # a superset of the smallest _TALLY_NODES ids
+    unfixed: bool = False
+
+    def add(self, issue: Issue) -> None:
+        self.count += 1
+        if issue.rank is not None:
+            self.ranks.add(issue.rank)
+        if issue.node_id is not None:
+            nodes = self.nodes
+            nodes.add(issue.node_id)
+            if len(nodes) > 64 * _TALLY_NODES:  # keep the smallest only: bounded memory, same answer
+                self.nodes = set(sorted(nodes)[:_TALLY_NODES])
+        if not issue.fix:
+            self.unfixed = True
+
+
 @dataclass
 class Fix:
     """Changes to one node (METADATA nodes are dropped without one): `compute` turns it into a
@@ -126,6 +157,8 @@ class Plan:
     # rank -> its sends/receives no node of the rank waits for (one may end it), for tails' ranks
     p2p_ends: dict[int, set[int]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)  # system JSON keys the export sets
+    # summarise=True: code -> its findings summarised (`issues` then holds each kind's first only)
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Issue]:
@@ -194,6 +227,7 @@ class _Planner:
         backend: Optional[str],
         shared_nodes: bool = False,
         memory: Optional[MemoryConfig] = None,
+        summarise: bool = False,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -212,6 +246,10 @@ class _Planner:
         self.p2p_ends: dict[int, set[int]] = {}
         self.coll_order: dict[int, list[tuple[pb.Node, bool]]] = defaultdict(list)
         self.issues: list[Issue] = []
+        # summarise: findings are tallied per kind (`Tally`), and compute nodes' fixes are not kept
+        # (only the export applies them; the walk reads back the fixes of communication nodes only)
+        self.summarise = summarise
+        self.tallies: dict[str, Tally] = {}
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
@@ -265,13 +303,23 @@ class _Planner:
         return self._misplaced
 
     def fix(self, rank: int, node: pb.Node) -> Fix:
+        if self.summarise and node.type == _COMP:
+            return Fix()  # not kept: see `summarise`
         return self.fixes[rank].setdefault(node.id, Fix())
 
     def add(
         self, rank: Optional[int], node: Optional[pb.Node], code: str, reason: str, fix: str, severity: str = "error"
     ) -> None:
         nid, name = (node.id, node.name) if node is not None else (None, "")
-        self.issues.append(Issue(rank, nid, name, code, reason, fix, severity))
+        issue = Issue(rank, nid, name, code, reason, fix, severity)
+        if self.summarise and code not in UNSUMMARISED:
+            tally = self.tallies.get(code)
+            if tally is None:
+                tally = self.tallies[code] = Tally()
+                self.issues.append(issue)  # the kind's first finding: its reason, fix and place
+            tally.add(issue)
+            return
+        self.issues.append(issue)
 
     def to_compute(self, rank: int, node: pb.Node, code: str, reason: str, severity: str = "error") -> None:
         f = self.fix(rank, node)
@@ -350,6 +398,7 @@ class _Planner:
         sends: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)  # (rank, node, size)
         recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
         deps = self.deps
+        shared, clean = self.shared_nodes, self.clean_compute
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             ids = set(map(_by_id, t.nodes))
@@ -367,22 +416,14 @@ class _Planner:
             later = False  # a dependency on a later id: only then can there be a cycle
             for n in sorted(t.nodes, key=_by_id):
                 nid = n.id
-                for d in deps(n):
-                    if d > nid:
-                        later = True
-                    if d == nid:
-                        self.counts["self-dependencies removed"] += 1
-                        self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
-                    elif d not in ids:
-                        bad += 1
-                        if bad <= 20:
-                            self.add(
-                                r,
-                                n,
-                                "missing-dep",
-                                f"depends on node {d}, which is not in the trace (ASTRA-sim aborts)",
-                                "with --missing-deps drop: the edge is removed",
-                            )
+                ds = deps(n)
+                # the common case in C: every dependency on an earlier id the trace has
+                if ds and (max(ds) >= nid or not ids.issuperset(ds)):
+                    self._dep_findings(r, n, ds, ids, bad)
+                    later = later or max(ds) > nid
+                    bad += sum(1 for d in ds if d != nid and d not in ids)
+                if shared and n.type == _COMP and id(n) in clean:
+                    continue  # see `node`: a compute node that raised nothing raises nothing again
                 self.node(r, n, rename, members, colls, sends, recvs)
             by_id = None
             # every dependency on an earlier id (or the node itself, reported above): a DAG
@@ -422,7 +463,27 @@ class _Planner:
         split = self.double_free()
         peak = self.sysc.peak_perf if self.sysc.roofline_enabled else 0.0
         return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split, peak,
-                    tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes)  # fmt: skip
+                    tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes,
+                    tallies=self.tallies)  # fmt: skip
+
+    def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
+        """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
+        `bad` counted before this node)."""
+        nid = n.id
+        for d in ds:
+            if d == nid:
+                self.counts["self-dependencies removed"] += 1
+                self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
+            elif d not in ids:
+                bad += 1
+                if bad <= 20:
+                    self.add(
+                        r,
+                        n,
+                        "missing-dep",
+                        f"depends on node {d}, which is not in the trace (ASTRA-sim aborts)",
+                        "with --missing-deps drop: the edge is removed",
+                    )
 
     def memory_ends(self) -> None:
         """Ranks with memory nodes. ASTRA-sim's end-of-run statistics of such a rank throw ('Only GPU
@@ -916,6 +977,7 @@ def plan(
     backend: Optional[str] = None,
     shared_nodes: bool = False,
     memory: Optional[MemoryConfig] = None,
+    summarise: bool = False,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -926,7 +988,9 @@ def plan(
     the bundled one); `backend`: "aware", "unaware" or None (either: fixes that need one say so).
     `shared_nodes`: the traces were read with `chakra.io.read_trace`'s `shared` (identical nodes
     are one object): per-node work is then done once per distinct node. `memory`: the remote-memory
-    config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION)."""
+    config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION). `summarise`: for
+    the warnings only (`warning_lines`): findings of one kind are tallied (`Plan.tallies`) instead of
+    kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d)."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -937,7 +1001,16 @@ def plan(
         # the bundled system as the export writes it: one implementation per network dimension
         system = fit_system(load_system(bundled_config_dir() / "system.json"), network.dims if network else 1)
     return _Planner(
-        ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend, shared_nodes, memory
+        ordered(traces),
+        dict(file_groups or {}),
+        unsupported,
+        broadcast,
+        network,
+        system,
+        backend,
+        shared_nodes,
+        memory,
+        summarise,
     ).run()
 
 
@@ -1166,22 +1239,28 @@ def rank_span(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)  # type: ignore[misc]
 
 
-def grouped(issues: list[Issue]) -> list[dict[str, Any]]:
+def grouped(issues: list[Issue], tallies: Optional[dict[str, Tally]] = None) -> list[dict[str, Any]]:
     """One entry per kind of finding (its code), with every rank and node it touches: a finding
-    that holds on every rank of an SPMD job is one line, not one per rank."""
+    that holds on every rank of an SPMD job is one line, not one per rank. `tallies`: the kinds a
+    summarised plan kept as `Tally`s (their first finding is in `issues`)."""
     by_code: dict[str, list[Issue]] = defaultdict(list)
     for issue in issues:
         by_code[issue.code].append(issue)
     out = []
     for code, found in by_code.items():
         first = found[0]
-        ranks = sorted({i.rank for i in found if i.rank is not None})
-        nodes = sorted({i.node_id for i in found if i.node_id is not None})
+        tally = tallies.get(code) if tallies else None
+        if tally is not None:
+            count, ranks, nodes = tally.count, sorted(tally.ranks), sorted(tally.nodes)
+        else:
+            count = len(found)
+            ranks = sorted({i.rank for i in found if i.rank is not None})
+            nodes = sorted({i.node_id for i in found if i.node_id is not None})
         out.append(
             {
                 "code": code,
                 "severity": first.severity,
-                "count": len(found),
+                "count": count,
                 "ranks": ranks,
                 "nodes": nodes[:20],
                 "reason": first.reason,
@@ -1215,8 +1294,9 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
     often, and whether `chakra export astra-sim` fixes it."""
     picked = [i for i in p.issues if (i.severity == "error" or i.code in SAID_WARNINGS) and i.code not in skip]
     out = []
-    for f in grouped(picked):
+    for f in grouped(picked, p.tallies):
         found = [i for i in picked if i.code == f["code"]]
+        tally = p.tallies.get(f["code"])
         ranks = f["ranks"]
         where = f"ranks {rank_span(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else ""
         if f["nodes"]:
@@ -1225,7 +1305,8 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
         if f["severity"] != "error":
             out.append(f"ASTRA-sim logs an error here ({head}): {f['reason']}")
             continue
-        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "the export cannot fix it here"
+        fixed = not tally.unfixed if tally is not None else all(i.fix for i in found)
+        fix = "`chakra export astra-sim` fixes it" if fixed else "the export cannot fix it here"
         out.append(f"ASTRA-sim would fail here ({head}): {f['reason']}; {fix}")
     return out
 
@@ -1295,6 +1376,15 @@ def simulate_plan(
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
     mem = memory if memory is None or isinstance(memory, MemoryConfig) else load_memory(memory)
     try:
-        return plan(traces, groups, network=net, system=sysc, backend=backend, shared_nodes=not given, memory=mem)
+        return plan(
+            traces,
+            groups,
+            network=net,
+            system=sysc,
+            backend=backend,
+            shared_nodes=not given,
+            memory=mem,
+            summarise=True,
+        )
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None
