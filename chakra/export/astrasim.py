@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, Optional
 
@@ -228,6 +229,7 @@ class _Planner:
         shared_nodes: bool = False,
         memory: Optional[MemoryConfig] = None,
         summarise: bool = False,
+        raw: Optional[dict[int, bytes]] = None,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -250,12 +252,16 @@ class _Planner:
         # (only the export applies them; the walk reads back the fixes of communication nodes only)
         self.summarise = summarise
         self.tallies: dict[str, Tally] = {}
+        self.found = 0  # findings so far (`issues` holds fewer when summarised)
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
+        # with shared nodes each distinct node object is read once (by id: the traces hold every
+        # node for the whole walk)
+        self.columns = _all_rank_columns(traces, shared_nodes)
         defined: dict[str, list[int]] = {}
-        for t in traces:
-            defined.update(metadata_groups(t.nodes))
+        for cols in self.columns:
+            defined.update(metadata_groups(cols.metadata))
         defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
         self.defined = defined
         # Traces read with shared nodes (chakra.io.read_trace's `shared`): identical nodes are one
@@ -266,6 +272,11 @@ class _Planner:
         self._deps_by_id: dict[int, tuple[int, ...]] = {}
         # compute nodes that raised nothing: their serialized bytes, or their ids when shared
         self.clean_compute: set[Any] = set()
+        # with shared nodes: id(node) -> its framed bytes, as read (`simulate_plan`); a compute node
+        # not met before is then judged by its attributes' bytes (`_unjudged`): the ranks of a real
+        # job differ in their durations, not in their kernels' attributes
+        self.raw = raw
+        self.clean_attrs: set[tuple[bytes, ...]] = set()
         self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
@@ -312,6 +323,7 @@ class _Planner:
     ) -> None:
         nid, name = (node.id, node.name) if node is not None else (None, "")
         issue = Issue(rank, nid, name, code, reason, fix, severity)
+        self.found += 1
         if self.summarise and code not in UNSUMMARISED:
             tally = self.tallies.get(code)
             if tally is None:
@@ -333,12 +345,14 @@ class _Planner:
 
     def resolve_groups(self) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
         """pg_name -> name written, and name written -> members, for every pg_name in use."""
+        import numpy as np
+
         used: dict[str, set[int]] = defaultdict(set)
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
-            for n in t.nodes:
-                if n.type == _COLL:
-                    used[str(self.get(n, "pg_name", "") or "")].add(r)
+            cols = self.columns[pos]
+            for n in [cols.order[i] for i in np.flatnonzero(cols.types == _COLL).tolist()]:
+                used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
         next_id = max(numeric, default=0) + 1
@@ -401,8 +415,10 @@ class _Planner:
         shared, clean = self.shared_nodes, self.clean_compute
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
-            ids = set(map(_by_id, t.nodes))
-            if all(n.type == _METADATA for n in t.nodes):
+            cols = self.columns[pos]
+            order, suspects, later = cols.order, cols.suspects, cols.later
+            ids = set(map(_by_id, order)) if suspects else set()  # for the suspects only
+            if bool((cols.types == _METADATA).all()):
                 self.idle.add(r)
                 self.counts["idle node added to empty ranks"] += 1
                 self.add(
@@ -413,18 +429,19 @@ class _Planner:
                     "an idle node (one 0 us compute node)",
                 )
             bad = 0
-            later = False  # a dependency on a later id: only then can there be a cycle
-            for n in sorted(t.nodes, key=_by_id):
-                nid = n.id
-                ds = deps(n)
-                # the common case in C: every dependency on an earlier id the trace has
-                if ds and (max(ds) >= nid or not ids.issuperset(ds)):
+            pending: dict[int, tuple[bytes, ...]] = {}
+            for i in self._to_walk(cols, pending):
+                n = order[i]
+                if i in suspects:
+                    nid, ds = n.id, deps(n)
                     self._dep_findings(r, n, ds, ids, bad)
-                    later = later or max(ds) > nid
                     bad += sum(1 for d in ds if d != nid and d not in ids)
                 if shared and n.type == _COMP and id(n) in clean:
                     continue  # see `node`: a compute node that raised nothing raises nothing again
                 self.node(r, n, rename, members, colls, sends, recvs)
+                key = pending.get(i)
+                if key is not None and id(n) in clean:
+                    self.clean_attrs.add(key)
             by_id = None
             # every dependency on an earlier id (or the node itself, reported above): a DAG
             for child, parent in cycle_breaking_edges(t.nodes) if later else ():
@@ -465,6 +482,41 @@ class _Planner:
         return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split, peak,
                     tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes,
                     tallies=self.tallies)  # fmt: skip
+
+    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]]) -> list[int]:
+        """Rows of `order` the walk must look at: those with a dependency to look at (`suspects`),
+        and every node but the compute nodes already known to raise nothing. With shared nodes and
+        their bytes (`raw`), a compute node met for the first time is known clean when another
+        compute node with the same attributes (byte for byte) was: its checks read nothing else.
+        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes)."""
+        import numpy as np
+
+        order, types, suspects = cols.order, cols.types, cols.suspects
+        if not self.shared_nodes:
+            return list(range(len(order)))
+        clean = self.clean_compute
+        k = len(order)
+        judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
+        comp_rows = types == _COMP
+        walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
+        comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
+        if comp and self.raw is not None:
+            raw = self.raw
+            views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
+            known = self.clean_attrs
+            judged = set()
+            for i, view in zip(comp, views):
+                key = tuple(view.attr)
+                if key in known:
+                    clean.add(id(order[i]))
+                    judged.add(i)
+                else:
+                    pending[i] = key
+            if judged:
+                walk = [i for i in walk if i not in judged]
+        if suspects:
+            walk = sorted({*walk, *suspects})
+        return walk
 
     def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
         """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
@@ -679,7 +731,7 @@ class _Planner:
             clean_key = id(n) if self.shared_nodes else n.SerializeToString()
             if clean_key in self.clean_compute:
                 return
-            issues = len(self.issues)
+            found = self.found
         if t == _METADATA:
             self.counts["METADATA nodes dropped"] += 1
             self.add(
@@ -703,7 +755,7 @@ class _Planner:
                 )
         if t == _COMP:
             self.compute(r, n)
-            if len(self.issues) == issues:
+            if self.found == found:
                 self.clean_compute.add(clean_key)
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             if r not in self.memory_ranks:
@@ -966,6 +1018,139 @@ class _Planner:
                 )
 
 
+_GET_COLUMNS = attrgetter("id", "type", "data_deps", "ctrl_deps")
+
+
+@dataclass
+class _RankColumns:
+    """What the walk needs of one rank's nodes as arrays (each field of a protobuf node read from
+    Python is a call: at 2 M nodes every pass over them costs about a second)."""
+
+    order: list[pb.Node]  # the nodes in ascending id order (equal ids in file order)
+    types: Any  # numpy int64: their types, in that order
+    suspects: set[int]  # rows with a dependency on themselves, on a later id or on an absent id
+    later: bool  # a dependency on a later id (only then can there be a cycle)
+    metadata: list[pb.Node]  # METADATA nodes, in file order
+
+
+class _Columns:
+    """Node columns (id, type, dependencies) as numpy arrays, one row per distinct node object:
+    traces read with shared nodes repeat objects across ranks (at 1,024 synthesized ranks, 87 k
+    objects hold 2.16 M nodes), so each object's fields are read from protobuf once and every rank
+    gathers its rows with numpy."""
+
+    def __init__(self, nodes: list[pb.Node]) -> None:
+        import numpy as np
+
+        k = len(nodes)
+        ids, types, data, ctrl = zip(*map(_GET_COLUMNS, nodes)) if k else ((), (), (), ())
+        self.ids = np.fromiter(ids, dtype=np.uint64, count=k)
+        self.types = np.fromiter(types, dtype=np.int64, count=k)
+        self.deps = [self._csr(lists) for lists in (data, ctrl)]  # (lengths, starts, values)
+
+    @staticmethod
+    def _csr(lists: tuple) -> tuple[Any, Any, Any]:
+        import numpy as np
+
+        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        starts = np.cumsum(lens) - lens
+        values = np.fromiter(chain.from_iterable(lists), dtype=np.uint64, count=int(lens.sum()))
+        return lens, starts, values
+
+
+def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColumns:
+    """`_RankColumns` of one rank whose nodes are rows `rows` of `cols`: the dependency checks in
+    bulk (numpy); the walk then looks at the suspects' dependencies only."""
+    import numpy as np
+
+    k = len(nodes)
+    types = cols.types[rows]
+    metadata = [nodes[i] for i in np.flatnonzero(types == _METADATA).tolist()]
+    ids = cols.ids[rows]
+    order = nodes
+    if k > 1 and not bool((ids[1:] >= ids[:-1]).all()):
+        perm = np.argsort(ids, kind="stable")
+        rows, ids, types = rows[perm], ids[perm], types[perm]
+        order = [nodes[i] for i in perm.tolist()]
+    suspects: set[int] = set()
+    later = False
+    for all_lens, all_starts, values in cols.deps:
+        lens = all_lens[rows]
+        total = int(lens.sum())
+        if not total:
+            continue
+        # each row's run of dependencies, gathered: start of its run + 0, 1, ... within it
+        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(total)]
+        child = np.repeat(ids, lens)
+        at = np.minimum(np.searchsorted(ids, deps), k - 1)
+        odd = (deps >= child) | (ids[at] != deps)
+        if odd.any():
+            suspects.update(np.repeat(np.arange(k), lens)[odd].tolist())
+            later = later or bool((deps > child).any())
+    return _RankColumns(list(order), types, suspects, later, metadata)
+
+
+def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColumns]:
+    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once."""
+    import numpy as np
+
+    if not shared_nodes:
+        out = []
+        for t in traces:
+            cols = _Columns(t.nodes)
+            out.append(_rank_columns(t.nodes, cols, np.arange(len(t.nodes))))
+        return out
+    index: dict[int, int] = {}
+    distinct: dict[int, pb.Node] = {}
+    rows_of = []
+    for t in traces:
+        keys = list(map(id, t.nodes))
+        fresh = set(keys).difference(index)
+        if fresh:
+            brought = list(map(fresh.__contains__, keys))
+            new = dict(zip(compress(keys, brought), compress(t.nodes, brought)))
+            index.update(zip(new, range(len(distinct), len(distinct) + len(new))))
+            distinct.update(new)
+        rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
+    cols = _Columns(list(distinct.values()))
+    return [_rank_columns(t.nodes, cols, rows) for t, rows in zip(traces, rows_of)]
+
+
+_ATTR_VIEWS: Any = None
+
+
+def _attr_views() -> Any:
+    """A message type whose field 1 holds nodes seen as their attributes' bytes only
+    (`AttrViews { repeated AttrView nodes = 1; } AttrView { repeated bytes attr = 10; }`): one upb
+    call turns a batch of framed Node messages (`chakra.io.NodeBatch`'s wire form) into each node's
+    attributes exactly as serialized, the other fields skipped. Built once, at run time."""
+    global _ATTR_VIEWS
+    if _ATTR_VIEWS is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool
+        from google.protobuf.message_factory import GetMessageClass
+
+        name = "chakra_internal.AttrViews"
+        pool = descriptor_pool.Default()
+        try:
+            descriptor = pool.FindMessageTypeByName(name)
+        except KeyError:
+            fdp = descriptor_pb2.FileDescriptorProto(
+                name="chakra_internal/attr_views.proto", package="chakra_internal", syntax="proto3"
+            )
+            F = descriptor_pb2.FieldDescriptorProto
+            view = fdp.message_type.add(name="AttrView")
+            view.field.add(name="attr", number=10, label=F.LABEL_REPEATED, type=F.TYPE_BYTES)
+            views = fdp.message_type.add(name="AttrViews")
+            views.field.add(
+                name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
+                type_name=".chakra_internal.AttrView",
+            )  # fmt: skip
+            pool.Add(fdp)
+            descriptor = pool.FindMessageTypeByName(name)
+        _ATTR_VIEWS = GetMessageClass(descriptor)
+    return _ATTR_VIEWS
+
+
 def plan(
     traces: list[Trace],
     file_groups: Optional[dict[str, list[int]]] = None,
@@ -978,6 +1163,7 @@ def plan(
     shared_nodes: bool = False,
     memory: Optional[MemoryConfig] = None,
     summarise: bool = False,
+    raw: Optional[dict[int, bytes]] = None,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -990,7 +1176,8 @@ def plan(
     are one object): per-node work is then done once per distinct node. `memory`: the remote-memory
     config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION). `summarise`: for
     the warnings only (`warning_lines`): findings of one kind are tallied (`Plan.tallies`) instead of
-    kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d)."""
+    kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d).
+    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`)."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -1011,6 +1198,7 @@ def plan(
         shared_nodes,
         memory,
         summarise,
+        raw,
     ).run()
 
 
@@ -1370,7 +1558,9 @@ def simulate_plan(
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
-    traces = given or read_traces(args, shared={})  # only read here: SPMD ranks share their nodes
+    shared: dict[bytes, pb.Node] = {}
+    traces = given or read_traces(args, shared=shared)  # only read here: SPMD ranks share their nodes
+    raw = {id(node): framed for framed, node in shared.items()}  # what each distinct node was read from
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
@@ -1385,6 +1575,7 @@ def simulate_plan(
             shared_nodes=not given,
             memory=mem,
             summarise=True,
+            raw=raw,
         )
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None
