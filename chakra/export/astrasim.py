@@ -1548,18 +1548,46 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
+def _read_shared(args: list, shared: dict[bytes, pb.Node]) -> list[Trace]:
+    """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
+    `shared`), each plain `.et` file through `chakra.sim.loading.read_framed`: the simulation that
+    follows in this process takes the same framed messages instead of reading the file again."""
+    from google.protobuf.message import DecodeError
+
+    from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
+    from chakra.sim.loading import read_framed, shared_nodes
+
+    out = []
+    for pos, (rank, path) in enumerate(expand_trace_args(args)):
+        rank = rank if rank is not None else rank_from_path(path)
+        trace = None
+        messages = read_framed(path, keep=True)
+        if messages is not None:
+            head = messages[0]
+            try:
+                metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
+                trace = Trace(metadata=metadata, nodes=shared_nodes(messages, shared), rank=rank, path=path)
+            except DecodeError:
+                trace = None  # read_trace says where
+        if trace is None:
+            trace = read_trace(path, rank=rank, shared=shared)
+        if trace.rank is None:
+            trace.rank = pos
+        out.append(trace)
+    return out
+
+
 def simulate_plan(
     trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, memory: Any = None
 ) -> Optional[Plan]:
     """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs)."""
     from chakra.commgroups import groups_beside, read_comm_groups
-    from chakra.io import read_traces
     from chakra.sim.config import load_memory, load_network, load_system
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
     shared: dict[bytes, pb.Node] = {}
-    traces = given or read_traces(args, shared=shared)  # only read here: SPMD ranks share their nodes
+    traces = given or _read_shared(args, shared)  # only read here: SPMD ranks share their nodes
     raw = {id(node): framed for framed, node in shared.items()}  # what each distinct node was read from
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)

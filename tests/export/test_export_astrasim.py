@@ -202,7 +202,8 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
     repeat most nodes byte for byte, and each distinct node is checked once): the findings and
     fixes must be exactly those of traces read node by node."""
     from chakra.commgroups import groups_beside
-    from chakra.export.astrasim import grouped, plan, warning_lines
+    from chakra.export.astrasim import grouped, plan, simulate_plan, warning_lines
+    from chakra.sim.loading import forget_framed
 
     if source == "transformer-3d":
         prefix = tmp_path / "t"
@@ -227,6 +228,11 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         assert grouped(summary.issues, summary.tallies) == grouped(plain.issues)
         assert dict(summary.counts) == dict(plain.counts)
         assert len(summary.issues) == len({i.code for i in plain.issues})
+        # ... and as the command reads them (framed once, for the simulation too)
+        try:
+            assert warning_lines(simulate_plan(str(prefix), None, None, None, backend)) == warning_lines(plain)
+        finally:
+            forget_framed()
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
         assert len(shared) * 2 < sum(len(t.nodes) for t in traces)
 
