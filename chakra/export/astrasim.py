@@ -502,6 +502,8 @@ class _Planner:
         comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
         if comp and self.raw is not None:
             raw = self.raw
+            comp = [i for i in comp if id(order[i]) in raw]  # a JSON trace's nodes have no bytes
+        if comp and self.raw is not None:
             views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
             known = self.clean_attrs
             judged = set()
