@@ -223,39 +223,26 @@ class _Builder:
         tsize = [0] * k
         sparse = self.sparse
         rows: Any = range(k)
-        memo = self.memo if framed is not None else None
-        if memo is not None and len(memo) > MEMO_LIMIT:
-            memo.clear()
-        if memo:
-            # Nodes met in an earlier file (by their bytes) take what their decoding gave there: a
-            # dict lookup each, in C, before any per-node test (the ranks of one job repeat most
-            # nodes). METADATA nodes are still looked at (their groups).
-            hits = list(map(memo.get, framed))  # type: ignore[arg-type]
-            rows = []
-            for j, hit in enumerate(hits):
-                if hit is None or types[j] == 1:
-                    rows.append(j)
-                    continue
-                is_cpu[j], num_ops[j], tsize[j], got = hit
-                if got is not None and types[j] in _SPARSE_TYPES:
-                    sparse[pos + j] = got
         if blob is not None and framed is not None and blob.count(b"is_cpu_op") == blob.count(_CPU_FALSE):
             # Every is_cpu_op in the batch is a conventional `false`: a compute node needs no
             # attribute decoding unless its num_ops or tensor_size may be other than zero (read
             # from its bytes as in `_cpu_flag_from_bytes`); the other node types are looked at.
             if _no_work(blob):
-                rows = [j for j in rows if types[j] != 4]
+                rows = [j for j, t in enumerate(types) if t != 4]
             else:
                 tails = _ZERO_WORK_TAILS
                 rows = [
                     j
-                    for j in rows
-                    if types[j] != 4
+                    for j, t in enumerate(types)
+                    if t != 4
                     or not (
                         ((f := framed[j]).endswith(tails) and f.count(b"num_ops") == 1 and f.count(b"tensor_size") == 1)
                         or (b"num_ops" not in f and b"tensor_size" not in f)
                     )
                 ]
+        memo = self.memo if framed is not None else None
+        if memo is not None and len(memo) > MEMO_LIMIT:
+            memo.clear()
         for j in rows:
             n = nodes[j]
             ntype = types[j]
