@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, Optional
 
@@ -98,6 +99,37 @@ class Issue:
         return dict(self.__dict__)
 
 
+#: Findings that are never summarised (`Tally`): `settle_memory_ends` rewrites them one by one.
+UNSUMMARISED = frozenset({"memory-node-abort", "memory-node-report"})
+_TALLY_NODES = 20  # the smallest node ids a summary keeps (what `grouped` shows)
+
+
+@dataclass
+class Tally:
+    """Every finding of one kind, summarised (`plan(..., summarise=True)`, what `chakra simulate`
+    asks for): how many, on which ranks, the smallest node ids, and whether each had a fix. A trace
+    that was never exported can raise a finding on every kernel (2 M at 1,024 ranks): as objects
+    they took gigabytes; `grouped` and `warning_lines` need only these figures. The kind's first
+    finding stays in `Plan.issues` (its reason, fix and place among the kinds)."""
+
+    count: int = 0
+    ranks: set[int] = field(default_factory=set)
+    nodes: set[int] = field(default_factory=set)  # a superset of the smallest _TALLY_NODES ids
+    unfixed: bool = False
+
+    def add(self, issue: Issue) -> None:
+        self.count += 1
+        if issue.rank is not None:
+            self.ranks.add(issue.rank)
+        if issue.node_id is not None:
+            nodes = self.nodes
+            nodes.add(issue.node_id)
+            if len(nodes) > 64 * _TALLY_NODES:  # keep the smallest only: bounded memory, same answer
+                self.nodes = set(sorted(nodes)[:_TALLY_NODES])
+        if not issue.fix:
+            self.unfixed = True
+
+
 @dataclass
 class Fix:
     """Changes to one node (METADATA nodes are dropped without one): `compute` turns it into a
@@ -126,6 +158,8 @@ class Plan:
     # rank -> its sends/receives no node of the rank waits for (one may end it), for tails' ranks
     p2p_ends: dict[int, set[int]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)  # system JSON keys the export sets
+    # summarise=True: code -> its findings summarised (`issues` then holds each kind's first only)
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Issue]:
@@ -194,6 +228,8 @@ class _Planner:
         backend: Optional[str],
         shared_nodes: bool = False,
         memory: Optional[MemoryConfig] = None,
+        summarise: bool = False,
+        raw: Optional[dict[int, bytes]] = None,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -212,12 +248,20 @@ class _Planner:
         self.p2p_ends: dict[int, set[int]] = {}
         self.coll_order: dict[int, list[tuple[pb.Node, bool]]] = defaultdict(list)
         self.issues: list[Issue] = []
+        # summarise: findings are tallied per kind (`Tally`), and compute nodes' fixes are not kept
+        # (only the export applies them; the walk reads back the fixes of communication nodes only)
+        self.summarise = summarise
+        self.tallies: dict[str, Tally] = {}
+        self.found = 0  # findings so far (`issues` holds fewer when summarised)
         self.fixes: dict[int, dict[int, Fix]] = defaultdict(dict)
         self.counts: dict[str, int] = defaultdict(int)
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
+        # with shared nodes each distinct node object is read once (by id: the traces hold every
+        # node for the whole walk)
+        self.columns = _all_rank_columns(traces, shared_nodes)
         defined: dict[str, list[int]] = {}
-        for t in traces:
-            defined.update(metadata_groups(t.nodes))
+        for cols in self.columns:
+            defined.update(metadata_groups(cols.metadata))
         defined.update(file_groups)  # the comm-group file wins, as in ASTRA-sim
         self.defined = defined
         # Traces read with shared nodes (chakra.io.read_trace's `shared`): identical nodes are one
@@ -228,6 +272,11 @@ class _Planner:
         self._deps_by_id: dict[int, tuple[int, ...]] = {}
         # compute nodes that raised nothing: their serialized bytes, or their ids when shared
         self.clean_compute: set[Any] = set()
+        # with shared nodes: id(node) -> its framed bytes, as read (`simulate_plan`); a compute node
+        # not met before is then judged by its attributes' bytes (`_unjudged`): the ranks of a real
+        # job differ in their durations, not in their kernels' attributes
+        self.raw = raw
+        self.clean_attrs: set[tuple[bytes, ...]] = set()
         self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
@@ -265,13 +314,24 @@ class _Planner:
         return self._misplaced
 
     def fix(self, rank: int, node: pb.Node) -> Fix:
+        if self.summarise and node.type == _COMP:
+            return Fix()  # not kept: see `summarise`
         return self.fixes[rank].setdefault(node.id, Fix())
 
     def add(
         self, rank: Optional[int], node: Optional[pb.Node], code: str, reason: str, fix: str, severity: str = "error"
     ) -> None:
         nid, name = (node.id, node.name) if node is not None else (None, "")
-        self.issues.append(Issue(rank, nid, name, code, reason, fix, severity))
+        issue = Issue(rank, nid, name, code, reason, fix, severity)
+        self.found += 1
+        if self.summarise and code not in UNSUMMARISED:
+            tally = self.tallies.get(code)
+            if tally is None:
+                tally = self.tallies[code] = Tally()
+                self.issues.append(issue)  # the kind's first finding: its reason, fix and place
+            tally.add(issue)
+            return
+        self.issues.append(issue)
 
     def to_compute(self, rank: int, node: pb.Node, code: str, reason: str, severity: str = "error") -> None:
         f = self.fix(rank, node)
@@ -285,12 +345,14 @@ class _Planner:
 
     def resolve_groups(self) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
         """pg_name -> name written, and name written -> members, for every pg_name in use."""
+        import numpy as np
+
         used: dict[str, set[int]] = defaultdict(set)
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
-            for n in t.nodes:
-                if n.type == _COLL:
-                    used[str(self.get(n, "pg_name", "") or "")].add(r)
+            cols = self.columns[pos]
+            for n in [cols.order[i] for i in np.flatnonzero(cols.types == _COLL).tolist()]:
+                used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
         next_id = max(numeric, default=0) + 1
@@ -350,10 +412,13 @@ class _Planner:
         sends: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)  # (rank, node, size)
         recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
         deps = self.deps
+        shared, clean = self.shared_nodes, self.clean_compute
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
-            ids = set(map(_by_id, t.nodes))
-            if all(n.type == _METADATA for n in t.nodes):
+            cols = self.columns[pos]
+            order, suspects, later = cols.order, cols.suspects, cols.later
+            ids = set(map(_by_id, order)) if suspects else set()  # for the suspects only
+            if bool((cols.types == _METADATA).all()):
                 self.idle.add(r)
                 self.counts["idle node added to empty ranks"] += 1
                 self.add(
@@ -364,26 +429,19 @@ class _Planner:
                     "an idle node (one 0 us compute node)",
                 )
             bad = 0
-            later = False  # a dependency on a later id: only then can there be a cycle
-            for n in sorted(t.nodes, key=_by_id):
-                nid = n.id
-                for d in deps(n):
-                    if d > nid:
-                        later = True
-                    if d == nid:
-                        self.counts["self-dependencies removed"] += 1
-                        self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
-                    elif d not in ids:
-                        bad += 1
-                        if bad <= 20:
-                            self.add(
-                                r,
-                                n,
-                                "missing-dep",
-                                f"depends on node {d}, which is not in the trace (ASTRA-sim aborts)",
-                                "with --missing-deps drop: the edge is removed",
-                            )
+            pending: dict[int, tuple[bytes, ...]] = {}
+            for i in self._to_walk(cols, pending):
+                n = order[i]
+                if i in suspects:
+                    nid, ds = n.id, deps(n)
+                    self._dep_findings(r, n, ds, ids, bad)
+                    bad += sum(1 for d in ds if d != nid and d not in ids)
+                if shared and n.type == _COMP and id(n) in clean:
+                    continue  # see `node`: a compute node that raised nothing raises nothing again
                 self.node(r, n, rename, members, colls, sends, recvs)
+                key = pending.get(i)
+                if key is not None and id(n) in clean:
+                    self.clean_attrs.add(key)
             by_id = None
             # every dependency on an earlier id (or the node itself, reported above): a DAG
             for child, parent in cycle_breaking_edges(t.nodes) if later else ():
@@ -422,7 +480,64 @@ class _Planner:
         split = self.double_free()
         peak = self.sysc.peak_perf if self.sysc.roofline_enabled else 0.0
         return Plan(self.issues, dict(self.fixes), groups, missing, pad, dict(self.counts), self.idle, split, peak,
-                    tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes)  # fmt: skip
+                    tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes,
+                    tallies=self.tallies)  # fmt: skip
+
+    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]]) -> list[int]:
+        """Rows of `order` the walk must look at: those with a dependency to look at (`suspects`),
+        and every node but the compute nodes already known to raise nothing. With shared nodes and
+        their bytes (`raw`), a compute node met for the first time is known clean when another
+        compute node with the same attributes (byte for byte) was: its checks read nothing else.
+        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes)."""
+        import numpy as np
+
+        order, types, suspects = cols.order, cols.types, cols.suspects
+        if not self.shared_nodes:
+            return list(range(len(order)))
+        clean = self.clean_compute
+        k = len(order)
+        judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
+        comp_rows = types == _COMP
+        walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
+        comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
+        if comp and self.raw is not None:
+            raw = self.raw
+            comp = [i for i in comp if id(order[i]) in raw]  # a JSON trace's nodes have no bytes
+        if comp and self.raw is not None:
+            views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
+            known = self.clean_attrs
+            judged = set()
+            for i, view in zip(comp, views):
+                key = tuple(view.attr)
+                if key in known:
+                    clean.add(id(order[i]))
+                    judged.add(i)
+                else:
+                    pending[i] = key
+            if judged:
+                walk = [i for i in walk if i not in judged]
+        if suspects:
+            walk = sorted({*walk, *suspects})
+        return walk
+
+    def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
+        """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
+        `bad` counted before this node)."""
+        nid = n.id
+        for d in ds:
+            if d == nid:
+                self.counts["self-dependencies removed"] += 1
+                self.add(r, n, "self-dep", "depends on itself (never becomes ready)", "the edge is removed")
+            elif d not in ids:
+                bad += 1
+                if bad <= 20:
+                    self.add(
+                        r,
+                        n,
+                        "missing-dep",
+                        f"depends on node {d}, which is not in the trace (ASTRA-sim aborts)",
+                        "with --missing-deps drop: the edge is removed",
+                    )
 
     def memory_ends(self) -> None:
         """Ranks with memory nodes. ASTRA-sim's end-of-run statistics of such a rank throw ('Only GPU
@@ -618,7 +733,7 @@ class _Planner:
             clean_key = id(n) if self.shared_nodes else n.SerializeToString()
             if clean_key in self.clean_compute:
                 return
-            issues = len(self.issues)
+            found = self.found
         if t == _METADATA:
             self.counts["METADATA nodes dropped"] += 1
             self.add(
@@ -642,7 +757,7 @@ class _Planner:
                 )
         if t == _COMP:
             self.compute(r, n)
-            if len(self.issues) == issues:
+            if self.found == found:
                 self.clean_compute.add(clean_key)
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             if r not in self.memory_ranks:
@@ -905,6 +1020,139 @@ class _Planner:
                 )
 
 
+_GET_COLUMNS = attrgetter("id", "type", "data_deps", "ctrl_deps")
+
+
+@dataclass
+class _RankColumns:
+    """What the walk needs of one rank's nodes as arrays (each field of a protobuf node read from
+    Python is a call: at 2 M nodes every pass over them costs about a second)."""
+
+    order: list[pb.Node]  # the nodes in ascending id order (equal ids in file order)
+    types: Any  # numpy int64: their types, in that order
+    suspects: set[int]  # rows with a dependency on themselves, on a later id or on an absent id
+    later: bool  # a dependency on a later id (only then can there be a cycle)
+    metadata: list[pb.Node]  # METADATA nodes, in file order
+
+
+class _Columns:
+    """Node columns (id, type, dependencies) as numpy arrays, one row per distinct node object:
+    traces read with shared nodes repeat objects across ranks (at 1,024 synthesized ranks, 87 k
+    objects hold 2.16 M nodes), so each object's fields are read from protobuf once and every rank
+    gathers its rows with numpy."""
+
+    def __init__(self, nodes: list[pb.Node]) -> None:
+        import numpy as np
+
+        k = len(nodes)
+        ids, types, data, ctrl = zip(*map(_GET_COLUMNS, nodes)) if k else ((), (), (), ())
+        self.ids = np.fromiter(ids, dtype=np.uint64, count=k)
+        self.types = np.fromiter(types, dtype=np.int64, count=k)
+        self.deps = [self._csr(lists) for lists in (data, ctrl)]  # (lengths, starts, values)
+
+    @staticmethod
+    def _csr(lists: tuple) -> tuple[Any, Any, Any]:
+        import numpy as np
+
+        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        starts = np.cumsum(lens) - lens
+        values = np.fromiter(chain.from_iterable(lists), dtype=np.uint64, count=int(lens.sum()))
+        return lens, starts, values
+
+
+def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColumns:
+    """`_RankColumns` of one rank whose nodes are rows `rows` of `cols`: the dependency checks in
+    bulk (numpy); the walk then looks at the suspects' dependencies only."""
+    import numpy as np
+
+    k = len(nodes)
+    types = cols.types[rows]
+    metadata = [nodes[i] for i in np.flatnonzero(types == _METADATA).tolist()]
+    ids = cols.ids[rows]
+    order = nodes
+    if k > 1 and not bool((ids[1:] >= ids[:-1]).all()):
+        perm = np.argsort(ids, kind="stable")
+        rows, ids, types = rows[perm], ids[perm], types[perm]
+        order = [nodes[i] for i in perm.tolist()]
+    suspects: set[int] = set()
+    later = False
+    for all_lens, all_starts, values in cols.deps:
+        lens = all_lens[rows]
+        total = int(lens.sum())
+        if not total:
+            continue
+        # each row's run of dependencies, gathered: start of its run + 0, 1, ... within it
+        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(total)]
+        child = np.repeat(ids, lens)
+        at = np.minimum(np.searchsorted(ids, deps), k - 1)
+        odd = (deps >= child) | (ids[at] != deps)
+        if odd.any():
+            suspects.update(np.repeat(np.arange(k), lens)[odd].tolist())
+            later = later or bool((deps > child).any())
+    return _RankColumns(list(order), types, suspects, later, metadata)
+
+
+def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColumns]:
+    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once."""
+    import numpy as np
+
+    if not shared_nodes:
+        out = []
+        for t in traces:
+            cols = _Columns(t.nodes)
+            out.append(_rank_columns(t.nodes, cols, np.arange(len(t.nodes))))
+        return out
+    index: dict[int, int] = {}
+    distinct: dict[int, pb.Node] = {}
+    rows_of = []
+    for t in traces:
+        keys = list(map(id, t.nodes))
+        fresh = set(keys).difference(index)
+        if fresh:
+            brought = list(map(fresh.__contains__, keys))
+            new = dict(zip(compress(keys, brought), compress(t.nodes, brought)))
+            index.update(zip(new, range(len(distinct), len(distinct) + len(new))))
+            distinct.update(new)
+        rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
+    cols = _Columns(list(distinct.values()))
+    return [_rank_columns(t.nodes, cols, rows) for t, rows in zip(traces, rows_of)]
+
+
+_ATTR_VIEWS: Any = None
+
+
+def _attr_views() -> Any:
+    """A message type whose field 1 holds nodes seen as their attributes' bytes only
+    (`AttrViews { repeated AttrView nodes = 1; } AttrView { repeated bytes attr = 10; }`): one upb
+    call turns a batch of framed Node messages (`chakra.io.NodeBatch`'s wire form) into each node's
+    attributes exactly as serialized, the other fields skipped. Built once, at run time."""
+    global _ATTR_VIEWS
+    if _ATTR_VIEWS is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool
+        from google.protobuf.message_factory import GetMessageClass
+
+        name = "chakra_internal.AttrViews"
+        pool = descriptor_pool.Default()
+        try:
+            descriptor = pool.FindMessageTypeByName(name)
+        except KeyError:
+            fdp = descriptor_pb2.FileDescriptorProto(
+                name="chakra_internal/attr_views.proto", package="chakra_internal", syntax="proto3"
+            )
+            F = descriptor_pb2.FieldDescriptorProto
+            view = fdp.message_type.add(name="AttrView")
+            view.field.add(name="attr", number=10, label=F.LABEL_REPEATED, type=F.TYPE_BYTES)
+            views = fdp.message_type.add(name="AttrViews")
+            views.field.add(
+                name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
+                type_name=".chakra_internal.AttrView",
+            )  # fmt: skip
+            pool.Add(fdp)
+            descriptor = pool.FindMessageTypeByName(name)
+        _ATTR_VIEWS = GetMessageClass(descriptor)
+    return _ATTR_VIEWS
+
+
 def plan(
     traces: list[Trace],
     file_groups: Optional[dict[str, list[int]]] = None,
@@ -916,6 +1164,8 @@ def plan(
     backend: Optional[str] = None,
     shared_nodes: bool = False,
     memory: Optional[MemoryConfig] = None,
+    summarise: bool = False,
+    raw: Optional[dict[int, bytes]] = None,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -926,7 +1176,10 @@ def plan(
     the bundled one); `backend`: "aware", "unaware" or None (either: fixes that need one say so).
     `shared_nodes`: the traces were read with `chakra.io.read_trace`'s `shared` (identical nodes
     are one object): per-node work is then done once per distinct node. `memory`: the remote-memory
-    config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION)."""
+    config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION). `summarise`: for
+    the warnings only (`warning_lines`): findings of one kind are tallied (`Plan.tallies`) instead of
+    kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d).
+    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`)."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -937,7 +1190,17 @@ def plan(
         # the bundled system as the export writes it: one implementation per network dimension
         system = fit_system(load_system(bundled_config_dir() / "system.json"), network.dims if network else 1)
     return _Planner(
-        ordered(traces), dict(file_groups or {}), unsupported, broadcast, network, system, backend, shared_nodes, memory
+        ordered(traces),
+        dict(file_groups or {}),
+        unsupported,
+        broadcast,
+        network,
+        system,
+        backend,
+        shared_nodes,
+        memory,
+        summarise,
+        raw,
     ).run()
 
 
@@ -1166,22 +1429,28 @@ def rank_span(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)  # type: ignore[misc]
 
 
-def grouped(issues: list[Issue]) -> list[dict[str, Any]]:
+def grouped(issues: list[Issue], tallies: Optional[dict[str, Tally]] = None) -> list[dict[str, Any]]:
     """One entry per kind of finding (its code), with every rank and node it touches: a finding
-    that holds on every rank of an SPMD job is one line, not one per rank."""
+    that holds on every rank of an SPMD job is one line, not one per rank. `tallies`: the kinds a
+    summarised plan kept as `Tally`s (their first finding is in `issues`)."""
     by_code: dict[str, list[Issue]] = defaultdict(list)
     for issue in issues:
         by_code[issue.code].append(issue)
     out = []
     for code, found in by_code.items():
         first = found[0]
-        ranks = sorted({i.rank for i in found if i.rank is not None})
-        nodes = sorted({i.node_id for i in found if i.node_id is not None})
+        tally = tallies.get(code) if tallies else None
+        if tally is not None:
+            count, ranks, nodes = tally.count, sorted(tally.ranks), sorted(tally.nodes)
+        else:
+            count = len(found)
+            ranks = sorted({i.rank for i in found if i.rank is not None})
+            nodes = sorted({i.node_id for i in found if i.node_id is not None})
         out.append(
             {
                 "code": code,
                 "severity": first.severity,
-                "count": len(found),
+                "count": count,
                 "ranks": ranks,
                 "nodes": nodes[:20],
                 "reason": first.reason,
@@ -1215,8 +1484,9 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
     often, and whether `chakra export astra-sim` fixes it."""
     picked = [i for i in p.issues if (i.severity == "error" or i.code in SAID_WARNINGS) and i.code not in skip]
     out = []
-    for f in grouped(picked):
+    for f in grouped(picked, p.tallies):
         found = [i for i in picked if i.code == f["code"]]
+        tally = p.tallies.get(f["code"])
         ranks = f["ranks"]
         where = f"ranks {rank_span(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else ""
         if f["nodes"]:
@@ -1225,7 +1495,8 @@ def warning_lines(p: Plan, skip: frozenset[str] = frozenset()) -> list[str]:
         if f["severity"] != "error":
             out.append(f"ASTRA-sim logs an error here ({head}): {f['reason']}")
             continue
-        fix = "`chakra export astra-sim` fixes it" if all(i.fix for i in found) else "the export cannot fix it here"
+        fixed = not tally.unfixed if tally is not None else all(i.fix for i in found)
+        fix = "`chakra export astra-sim` fixes it" if fixed else "the export cannot fix it here"
         out.append(f"ASTRA-sim would fail here ({head}): {f['reason']}; {fix}")
     return out
 
@@ -1279,22 +1550,62 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
+def _read_shared(args: list, shared: dict[bytes, pb.Node]) -> list[Trace]:
+    """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
+    `shared`), each plain `.et` file through `chakra.sim.loading.read_framed`: the simulation that
+    follows in this process takes the same framed messages instead of reading the file again."""
+    from google.protobuf.message import DecodeError
+
+    from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
+    from chakra.sim.loading import read_framed, shared_nodes
+
+    out = []
+    for pos, (rank, path) in enumerate(expand_trace_args(args)):
+        rank = rank if rank is not None else rank_from_path(path)
+        trace = None
+        messages = read_framed(path, keep=True)
+        if messages is not None:
+            head = messages[0]
+            try:
+                metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
+                trace = Trace(metadata=metadata, nodes=shared_nodes(messages, shared), rank=rank, path=path)
+            except DecodeError:
+                trace = None  # read_trace says where
+        if trace is None:
+            trace = read_trace(path, rank=rank, shared=shared)
+        if trace.rank is None:
+            trace.rank = pos
+        out.append(trace)
+    return out
+
+
 def simulate_plan(
     trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, memory: Any = None
 ) -> Optional[Plan]:
     """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs)."""
     from chakra.commgroups import groups_beside, read_comm_groups
-    from chakra.io import read_traces
     from chakra.sim.config import load_memory, load_network, load_system
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
-    traces = given or read_traces(args, shared={})  # only read here: SPMD ranks share their nodes
+    shared: dict[bytes, pb.Node] = {}
+    traces = given or _read_shared(args, shared)  # only read here: SPMD ranks share their nodes
+    raw = {id(node): framed for framed, node in shared.items()}  # what each distinct node was read from
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
     mem = memory if memory is None or isinstance(memory, MemoryConfig) else load_memory(memory)
     try:
-        return plan(traces, groups, network=net, system=sysc, backend=backend, shared_nodes=not given, memory=mem)
+        return plan(
+            traces,
+            groups,
+            network=net,
+            system=sysc,
+            backend=backend,
+            shared_nodes=not given,
+            memory=mem,
+            summarise=True,
+            raw=raw,
+        )
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None

@@ -20,16 +20,88 @@ in-memory `Trace`s skip step 2's byte comparison and are indexed from their own 
 
 from __future__ import annotations
 
+import os
+from array import array
+from itertools import accumulate, islice
+from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import is_json_file, read_trace
+from chakra.io import input_file_errors, is_json_file, read_trace
 from chakra.sim.compiler import RankEngine
 from chakra.sim.twins import Twins, file_digest, file_messages
 from chakra.sim.twins import digest as nodes_digest
 from chakra.trace import Trace
 
 MISSING_DEPS = ("error", "drop")
+
+# Rank files this process has read and framed ahead of their simulation (`read_framed`, for the
+# ASTRA-sim checks `chakra simulate` runs first): (device, inode, size, mtime) -> where each message
+# ends, taken once by `RankLoader.load`, which then re-reads the file (one system call) and cuts
+# it there instead of framing it again. Keeping every file's messages instead would hold the
+# whole job's bytes (145 MiB at 1,024 distinct ranks) until the simulation took them.
+_FRAMED: dict[tuple[int, int, int, int], array] = {}
+
+
+def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_framed(path: Path, keep: bool = False) -> Optional[list[bytes]]:
+    """A plain `.et` file read and framed into its messages, GlobalMetadata first (None: gzip,
+    JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`). `keep`: the next
+    `RankLoader.load` of this file in this process takes these messages instead of reading it."""
+    messages = file_messages(path)
+    if keep and messages is not None:
+        key = _file_key(path)
+        if key is not None:
+            _FRAMED[key] = array("q", accumulate(map(len, messages), initial=0))
+    return messages
+
+
+def forget_framed() -> None:
+    """Drop the messages `read_framed(..., keep=True)` kept and no simulation took."""
+    _FRAMED.clear()
+
+
+def _take_framed(path: Path) -> Optional[list[bytes]]:
+    """`file_messages` of a file, cut where `read_framed` found its messages when it did."""
+    if _FRAMED:
+        key = _file_key(path)
+        ends = _FRAMED.pop(key, None) if key is not None else None
+        if ends is not None:
+            with input_file_errors(path):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    data = os.read(fd, ends[-1] + 1)
+                finally:
+                    os.close(fd)
+            if len(data) == ends[-1]:  # the same file, whole (else read it afresh)
+                return list(map(data.__getitem__, map(slice, ends, islice(ends, 1, None))))
+    return file_messages(path)
+
+
+def shared_nodes(messages: list[bytes], shared: dict[bytes, Any]) -> list[Any]:
+    """The Node messages (`messages` without the GlobalMetadata) decoded, a node whose bytes are in
+    `shared` (a dict kept across files) taking that object: `chakra.io.read_trace`'s `shared`
+    reading, from messages already framed. One upb call per batch of the nodes not met before."""
+    from chakra.io import NodeBatch
+
+    parse = NodeBatch.FromString
+    out: list[Any] = []
+    for i in range(1, len(messages), 1024):
+        batch = messages[i : i + 1024]
+        got = list(map(shared.get, batch))
+        if None in got:
+            fresh = list(dict.fromkeys(m for m, g in zip(batch, got) if g is None))
+            shared.update(zip(fresh, parse(b"\x0a" + b"\x0a".join(fresh)).nodes))
+            got = list(map(shared.__getitem__, batch))
+        out.extend(got)
+    return out
 
 
 def load_table(
@@ -95,7 +167,7 @@ class RankLoader:
     def load(self, rank: int, source: Any) -> RankEngine:
         """The engine of `rank` from its trace (a path or an in-memory `Trace`)."""
         in_memory = isinstance(source, Trace)
-        messages = None if in_memory else file_messages(source)
+        messages = None if in_memory else _take_framed(source)
         framed = messages[1:] if messages is not None else None  # the nodes
         engine = self.twins.derive(rank, source, framed) if framed is not None else None
         digest = None

@@ -202,7 +202,8 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
     repeat most nodes byte for byte, and each distinct node is checked once): the findings and
     fixes must be exactly those of traces read node by node."""
     from chakra.commgroups import groups_beside
-    from chakra.export.astrasim import plan
+    from chakra.export.astrasim import grouped, plan, simulate_plan, warning_lines
+    from chakra.sim.loading import forget_framed
 
     if source == "transformer-3d":
         prefix = tmp_path / "t"
@@ -220,5 +221,31 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         traces = read_traces([prefix], shared=shared)
         assert _plan_figures(plan(traces, groups, backend=backend, shared_nodes=True)) == _plan_figures(plain)
         assert plain.issues or source == "transformer-3d"
+        # `chakra simulate`'s form: each kind of finding tallied, not one object per node; what it
+        # prints (and every summary figure) is the same
+        summary = plan(traces, groups, backend=backend, shared_nodes=True, summarise=True)
+        assert warning_lines(summary) == warning_lines(plain)
+        assert grouped(summary.issues, summary.tallies) == grouped(plain.issues)
+        assert dict(summary.counts) == dict(plain.counts)
+        assert len(summary.issues) == len({i.code for i in plain.issues})
+        # ... and as the command reads them (framed once, for the simulation too)
+        try:
+            assert warning_lines(simulate_plan(str(prefix), None, None, None, backend)) == warning_lines(plain)
+        finally:
+            forget_framed()
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
         assert len(shared) * 2 < sum(len(t.nodes) for t in traces)
+
+
+def test_a_tally_keeps_the_smallest_node_ids_of_many():
+    """A summarised kind with thousands of findings (every kernel of an unexported trace) keeps a
+    bounded set of node ids, and still the 20 smallest, as the full list gives them."""
+    from chakra.export.astrasim import Issue, Tally, grouped
+
+    ids = [(7919 * k) % 10007 for k in range(1, 5001)]  # distinct, in no order
+    issues = [Issue(k % 3, i, "n", "cpu-compute", "why", "fix") for k, i in enumerate(ids)]
+    tally = Tally()
+    for issue in issues:
+        tally.add(issue)
+    assert len(tally.nodes) <= 64 * 20 + 1
+    assert grouped(issues[:1], {"cpu-compute": tally}) == grouped(issues)

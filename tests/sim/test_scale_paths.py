@@ -65,6 +65,33 @@ def test_corrupt_metadata_of_a_sharing_rank_is_named(tmp_path):
         simulate(str(prefix), NetworkConfig(["Switch"], [8], [50.0], [500.0]), congestion="unaware")
 
 
+def test_files_framed_for_the_checks_are_cut_where_they_were_and_stay_exact(tmp_path):
+    """`chakra simulate` frames every rank file for its ASTRA-sim checks and keeps where each
+    message ends; the simulation then cuts the re-read file there instead of framing it again. The
+    run must be the one of files read afresh, and a file changed in between is read afresh."""
+    import os
+
+    from chakra.sim import loading
+
+    prefix = generate_transformer(tmp_path / "t", *THREE_D)
+    net = NetworkConfig(["Switch"], [8], [50.0], [500.0])
+    alone = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
+    files = [Path(f"{prefix}.{r}.et") for r in range(8)]
+    try:
+        framed = [loading.read_framed(f, keep=True) for f in files]
+        assert all(framed) and len(loading._FRAMED) == 8
+        assert loading._take_framed(files[0]) == framed[0]  # cut where framed: the same messages
+        loading.read_framed(files[0], keep=True)
+        st = files[5].stat()
+        os.utime(files[5], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed after the checks
+        after = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
+        assert len(loading._FRAMED) == 1  # every file taken but the changed one (read afresh)
+    finally:
+        loading.forget_framed()
+    assert after.ranks == alone.ranks and after.node_times == alone.node_times
+    assert alone.finish_ns > 0
+
+
 def test_remembered_attributes_index_every_file_as_alone(tmp_path):
     prefix = generate_transformer(tmp_path / "t", *THREE_D)
     memo: dict = {}
