@@ -57,6 +57,9 @@ PROFILED_ATTR = "profiled_dur_us"
 META_ATTR = OVERHEAD_ATTR
 
 _COMP = int(NodeType.COMP_NODE)
+_COLL = int(NodeType.COMM_COLL_NODE)
+#: Relaxation rounds of the cross-rank waits (CollectiveWaits.settle); each is one replay.
+WAIT_ROUNDS = 8
 _BACKWARD = re.compile(r"Backward\d*$")
 _HOST_SPECIAL = ("gap", "idle", "queue")
 
@@ -232,12 +235,108 @@ class _Plan:
                     set_attr(n, PROFILED_ATTR, int(d))
 
 
-def simulated_step_ns(traces: Sequence[Trace]) -> float:
-    """The replayed step (chakra.sim.steps) of traces as they are: recorded comm durations."""
+class CollectiveWaits:
+    """A collective's recorded span on a rank is its transfer plus the wait for the last member to
+    arrive. Under the profiler that wait holds the *peers'* inflated host time (a rank whose own
+    host work is done early waits in the collective for the slowest one), which no per-node rule
+    of this rank can remove, and `--comm replay` replays each rank's span as a fixed delay. So the
+    spans are rebuilt from the peers' schedule instead:
+
+    * a collective's transfer is the shortest of its members' recorded spans: the last member to
+      arrive waits for nobody, and all members leave together (clock-free: no cross-host clock
+      comparison is needed);
+    * on each rank it lasts transfer + (the latest member's arrival - this rank's arrival), the
+      arrivals taken from the replay of the converted traces; replaying again moves the arrivals,
+      so this is repeated until they settle (the waits only push later nodes later: a few rounds).
+
+    Members are matched per process group by their position on it (every rank issues a group's
+    collectives in one order; chakra.sim.rendezvous), with the same type and size; a group whose
+    members do not line up is left as recorded."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        self.traces = traces
+        by_key: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+        for pos, t in enumerate(traces):
+            count: dict[str, int] = {}
+            for n in t.nodes:
+                if n.type != _COLL:
+                    continue
+                pg = str(get_attr(n, "pg_name", ""))
+                k = count.get(pg, 0)
+                count[pg] = k + 1
+                by_key.setdefault((pg, k), []).append((pos, n))
+        self.groups: list[tuple[int, list[tuple[int, Any]]]] = []
+        for members in by_key.values():
+            if len(members) != len(traces) or len({pos for pos, _ in members}) != len(traces):
+                continue
+            shapes = {(get_attr(n, "comm_type", None), get_attr(n, "comm_size", None)) for _, n in members}
+            if len(shapes) != 1:
+                continue
+            self.groups.append((min(_recorded(n) for _, n in members), members))
+        self.recorded = [(n, _recorded(n)) for _, members in self.groups for _, n in members]
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def restore(self) -> None:
+        """Every collective as recorded."""
+        for n, d in self.recorded:
+            n.duration_micros = d
+
+    def settle(self) -> Optional[tuple[Any, float]]:
+        """Rebuild the spans (class docstring); returns the last replay's (result, step ns)."""
+        for _, members in self.groups:
+            for _, n in members:
+                n.duration_micros = 0
+        last = None
+        for _ in range(WAIT_ROUNDS):
+            res, step = _replay(self.traces)
+            last = (res, step)
+            changed = 0
+            for transfer, members in self.groups:
+                starts = [res.node_times.get(self._rank(pos), {}).get(n.id) for pos, n in members]
+                if any(s is None for s in starts):
+                    continue
+                latest = max(s[0] for s in starts)
+                for (_, n), s in zip(members, starts):
+                    d = int(round(transfer + (latest - s[0]) / 1000.0))
+                    changed = max(changed, abs(d - n.duration_micros))
+                    n.duration_micros = d
+            if changed <= 1:
+                break
+        return last
+
+    def _rank(self, pos: int) -> int:
+        r = self.traces[pos].rank
+        return r if r is not None else pos
+
+    def mark(self) -> None:
+        for n, d in self.recorded:
+            if n.duration_micros != d and get_attr(n, PROFILED_ATTR, None) is None:
+                set_attr(n, PROFILED_ATTR, int(d))
+
+
+def _replay(traces: Sequence[Trace]) -> tuple[Any, float]:
     from chakra.sim import SimOptions, simulate
 
     res = simulate(list(traces), options=SimOptions(comm_mode="replay", record_nodes=True))
-    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+    return res, step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+def rebuild_waits(traces: Sequence[Trace]) -> bool:
+    """The cross-rank waits of a job's collectives rebuilt from the converted schedule
+    (`CollectiveWaits`); False when the job has no collectives matched across its ranks."""
+    waits = CollectiveWaits(traces) if len(traces) > 1 else None
+    if not waits:
+        return False
+    waits.settle()
+    waits.mark()
+    return True
+
+
+def simulated_step_ns(traces: Sequence[Trace]) -> float:
+    """The replayed step (chakra.sim.steps) of traces as they are: recorded comm durations."""
+    return _replay(traces)[1]
 
 
 def remove_overhead(
@@ -261,6 +360,13 @@ def remove_overhead(
     say = progress or (lambda _m: None)
     costs = costs or estimate_costs(traces)
     plan = _Plan(traces, costs)
+    waits = CollectiveWaits(traces) if len(traces) > 1 else None
+
+    def replay_step() -> float:
+        # with several ranks the collectives' waits follow the converted schedule (CollectiveWaits)
+        settled = waits.settle() if waits else None
+        return settled[1] if settled else _replay(traces)[1]
+
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
@@ -268,15 +374,17 @@ def remove_overhead(
     rep.host_recorded_us = sum(map(sum, plan.recorded))
     if measured_step_ns is not None or replay:
         plan.apply(None)  # every node as recorded
-        rep.replay_profiled_ns = simulated_step_ns(traces)
+        if waits:
+            waits.restore()
+        rep.replay_profiled_ns = _replay(traces)[1]
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
         lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
         plan.apply(default_base)
-        at_default = simulated_step_ns(traces)
+        at_default = replay_step()
         plan.apply(lo)
-        floor = simulated_step_ns(traces)
+        floor = replay_step()
         if abs(at_default - target) <= AGREE * target:
             # The measured step agrees with the estimate: where the device sets the step, host
             # time hardly moves it, and a fit would only wander along that flat stretch.
@@ -301,7 +409,7 @@ def remove_overhead(
             )
             plan.python_cost = hi_py
             plan.apply(0.0)
-            lowest = simulated_step_ns(traces)
+            lowest = replay_step()
             if lowest > target:
                 rep.notes.append(
                     f"with no host time left the replay takes {lowest / 1e6:.3f} ms, more than the measured "
@@ -311,7 +419,7 @@ def remove_overhead(
                 for _ in range(40):
                     plan.python_cost = mid = (lo_py + hi_py) / 2
                     plan.apply(0.0)
-                    got = simulated_step_ns(traces)
+                    got = replay_step()
                     if abs(got - target) <= 0.003 * target:
                         break
                     lo_py, hi_py = (mid, hi_py) if got > target else (lo_py, mid)
@@ -324,7 +432,7 @@ def remove_overhead(
             for i in range(40):
                 mid = (lo + hi) / 2
                 plan.apply(mid)
-                got = simulated_step_ns(traces)
+                got = replay_step()
                 say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
                 if abs(got - target) <= 0.003 * target:
                     lo = hi = mid
@@ -337,9 +445,15 @@ def remove_overhead(
     elif base_us is not None:
         rep.base_us = base_us
     rep.removed_us = plan.apply(rep.base_us)
-    if measured_step_ns is not None or replay:
-        rep.predicted_step_ns = simulated_step_ns(traces)
+    if measured_step_ns is not None or replay or waits:
+        rep.predicted_step_ns = replay_step()
     plan.mark()
+    if waits:
+        waits.mark()
+        rep.notes.append(
+            f"{len(waits.groups)} collectives' waits for their peers rebuilt from the converted schedule "
+            "(the recorded waits held the peers' profiler cost)"
+        )
     for t in traces:
         set_attr(t.metadata, META_ATTR, json.dumps(rep.as_dict(), sort_keys=True))
     return rep
@@ -378,11 +492,13 @@ def restore_profiled(traces: Sequence[Trace]) -> int:
 
 
 __all__ = [
+    "CollectiveWaits",
     "Costs",
     "OverheadReport",
     "estimate_costs",
     "keep_recorded",
     "overhead_of",
+    "rebuild_waits",
     "remove_overhead",
     "restore_profiled",
     "simulated_step_ns",
