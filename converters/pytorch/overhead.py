@@ -348,12 +348,11 @@ class CollectiveWaits:
         for n, d in self.recorded:
             n.duration_micros = d
 
-    def settle(self) -> Optional[tuple[Any, float]]:
+    def settle(self) -> tuple[Any, float]:
         """Rebuild the spans (class docstring); returns the last replay's (result, step ns)."""
         for _, members in self.groups:
             for _, n in members:
                 n.duration_micros = 0
-        last = None
         for _ in range(WAIT_ROUNDS):
             res, step = _replay(self.traces)
             last = (res, step)
@@ -368,8 +367,8 @@ class CollectiveWaits:
                     changed = max(changed, abs(d - n.duration_micros))
                     n.duration_micros = d
             if changed <= 1:
-                break
-        return last
+                return last
+        return _replay(self.traces)  # not settled within WAIT_ROUNDS: the step of the last spans
 
     def _rank(self, pos: int) -> int:
         r = self.traces[pos].rank
@@ -429,8 +428,7 @@ def remove_overhead(
 
     def replay_step() -> float:
         # with several ranks the collectives' waits follow the converted schedule (CollectiveWaits)
-        settled = waits.settle() if waits else None
-        return settled[1] if settled else _replay(traces)[1]
+        return (waits.settle() if waits else _replay(traces))[1]
 
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
