@@ -5,6 +5,9 @@ Each run trains one small model for a few steps and writes, under ``OUT/<run>/``
 
   et.<rank>.json       ExecutionTraceObserver output of the traced steps
   kineto.<rank>.json   Kineto (torch.profiler) trace of the same steps, linked by rf_id
+  manifest[.<rank>].json  chakra.record's manifest (untraced steps, versions, world size): the
+                       steps are recorded by `chakra.record.Recorder`, so `chakra convert pytorch`
+                       fits the profiler's cost to the untraced step on its own
   timing.json          wall-clock time of every *untraced* step on every rank (seconds), the
                        per-step maximum over ranks, and its median / quartiles; CPU time of the
                        training thread and of the whole process; the load, and the CPU other
@@ -60,7 +63,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
-from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
 
 #: The model: a deep, narrow MLP, so the step has many parameters (a long optimizer phase) and a
 #: backward pass that DDP splits into several buckets. Small enough for a shared 2-core machine.
@@ -139,45 +141,42 @@ def _train_worker(rank: int, world: int, port: int, opts: dict, queue: Any) -> N
             opt.step()
             return time.perf_counter() - t, time.thread_time() - c
 
-        for _ in range(opts["warmup"]):
-            step()
-        times, opt_times, cpu_times, opt_cpu_times, proc_times = [], [], [], [], []
-        busy0, loop_cpu0, loop_t0 = _machine_busy_s(), time.process_time(), time.perf_counter()
-        for _ in range(opts["steps"]):
-            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
-            ow, oc = step()
-            times.append(time.perf_counter() - t0)
-            cpu_times.append(time.thread_time() - c0)
-            # CPU time of the whole process: the training thread plus gloo's and autograd's threads.
-            proc_times.append(time.process_time() - p0)
-            opt_times.append(ow)
-            opt_cpu_times.append(oc)
-        loop = {
-            "machine_busy_s": _machine_busy_s() - busy0,
-            "process_cpu_s": time.process_time() - loop_cpu0,
-            "wall_s": time.perf_counter() - loop_t0,
-        }
-        if world > 1:
-            dist.barrier()
-        out_dir = opts["out_dir"]
-        et = ExecutionTraceObserver()
-        et.register_callback(os.path.join(out_dir, f"et.{rank}.json"))
-        kineto_path = os.path.join(out_dir, f"kineto.{rank}.json")
-        prof = profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=0, warmup=1, active=opts["trace_steps"], repeat=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(kineto_path),
-            record_shapes=True,
-            execution_trace_observer=et,
+        # The untraced timing and the traced steps are chakra.record.Recorder's (its manifest lands
+        # beside the traces); this loop adds the optimizer's share and the process-wide CPU time.
+        from chakra.record import Recorder
+
+        rec = Recorder(
+            opts["out_dir"],
+            warmup=opts["warmup"],
+            timed=opts["steps"],
+            traced=opts["trace_steps"],
+            device="cpu",
+            gzip_output=False,  # `predict` and the docs read et.<rank>.json / kineto.<rank>.json
+            extra={"optimizer": opts["optim"], "model": {"depth": DEPTH, "width": WIDTH, "batch": BATCH}},
         )
-        with prof:
-            for _ in range(1 + opts["trace_steps"]):
-                step()
-                prof.step()
-        et.unregister_callback()
+        opt_times, opt_cpu_times, proc_times = [], [], []
+        loop: dict[str, float] = {}
+        while rec.running:
+            phase = rec.phase()
+            if phase == "timed" and not loop:
+                loop = {"busy0": _machine_busy_s(), "cpu0": time.process_time(), "t0": time.perf_counter()}
+            p0 = time.process_time()
+            with rec.step():
+                ow, oc = step()
+            if phase == "timed":
+                # CPU time of the whole process: the training thread plus gloo's and autograd's threads.
+                proc_times.append(time.process_time() - p0)
+                opt_times.append(ow)
+                opt_cpu_times.append(oc)
+                if rec.phase() != "timed":
+                    loop = {
+                        "machine_busy_s": _machine_busy_s() - loop["busy0"],
+                        "process_cpu_s": time.process_time() - loop["cpu0"],
+                        "wall_s": time.perf_counter() - loop["t0"],
+                    }
+        times, cpu_times = rec.untraced_s, rec.untraced_cpu_s
         if world > 1:
-            dist.barrier()
-            dist.destroy_process_group()
+            dist.destroy_process_group()  # the Recorder's last barrier is behind us
         queue.put(
             (
                 rank,

@@ -90,6 +90,7 @@ class Builder:
         self.starts: dict[Any, list[int]] = {}
         self.wait_edges: list[tuple[Item, Item]] = []
         self._gpu_index: Optional[dict] = None
+        self._comm_index: Optional[tuple[list[int], list[Item]]] = None
         self._gap_nodes = self._gap_ns = self._queue_nodes = 0  # counted as they are made, for the summary
         #: every dependency precedes its dependent in (start or 0, id) order: the emitter's sort is
         #: then topological without checking. Kept by `_ctrl`/`_data` (and inline in the host-chain loop).
@@ -476,6 +477,8 @@ class Builder:
                     if before is not None:
                         self._data(it, before)
                         n += 1
+                    if bursts:
+                        self._woken_by_device(bursts[-1][1], it)
                     bursts.append((it, it, before))
                 else:
                     bursts[-1] = (bursts[-1][0], it, bursts[-1][2])
@@ -484,17 +487,56 @@ class Builder:
                 if seg is not None:
                     waits[seg.seq].append((key, first, last, before))
         for seq, bursts_in in waits.items():
-            if len({key for key, *_ in bursts_in}) != 1:
-                continue  # several helper threads (gloo's with autograd's): their own waits are not known
+            # Several helper threads inside one wait (DDP: the autograd thread and gloo's workers):
+            # the main thread woke when the last of them was done, so it joins every one of them
+            # (a join only adds a wait that the recording satisfied). The hand-off delay belongs to
+            # the thread the main thread handed the work to, the first to start; the others were
+            # started by that one (their work depends on what launched it), not by the main thread.
+            handed_to = min(bursts_in, key=lambda b: b[1].start)[0]
             handed: Optional[Item] = None
-            for _key, first, last, before in bursts_in:
+            for key, first, last, before in bursts_in:
                 self._blocked(mchain[seq], last)
                 joins += 1
+                if key != handed_to:
+                    continue
                 if before is not handed:  # a fresh hand-off, not the thread resuming its own work
                     self._handoff_delay(first, before)
                 handed = before
         self.stats["handoff_edges"] = n
         self.stats["join_edges"] = joins
+
+    def _woken_by_device(self, prev: Item, first: Item) -> None:
+        """A helper thread idle between two bursts, outside any operator, was blocked in an
+        unrecorded wait (DDP's reducer waits for a bucket's all-reduce, then copies the gradients
+        back): when a collective ended while it was idle, the burst follows the last one, so a
+        replay in which it ends later (or earlier) moves the burst with it. Only collectives: a
+        thread idle while kernels ran was not waiting for them (the host never blocks on a plain
+        kernel without a recorded sync)."""
+        if prev.end is None or first.start is None or (first.op is not None and first.op.kind == COMM):
+            return
+        ends, items = self._comm_by_end()
+        i = bisect_right(ends, first.start) - 1
+        if i >= 0 and ends[i] > prev.end:
+            self._data(first, items[i])
+
+    def _comm_by_end(self) -> tuple[list[int], list[Item]]:
+        """(ends, items) of the collectives and transfers run by executors (gloo's run loop), by end."""
+        if self._comm_index is None:
+            # not one that overtook the collective issued before it (_order_collectives): it is
+            # emitted after that one, so its recorded end is not when it is done in a replay
+            lst = sorted(
+                (
+                    it
+                    for it in self.items
+                    if it.op is not None
+                    and it.op.kind == COMM
+                    and it.end is not None
+                    and (it.wait_from is None or it.wait_from < it.end)
+                ),
+                key=lambda it: it.end,
+            )
+            self._comm_index = ([it.end for it in lst], lst)
+        return self._comm_index
 
     def _waiting_segment(self, mchain: list[Item], mstarts: list[int], first: Item, last: Item) -> Optional[Item]:
         """The main-thread gap or wait-like segment that spans a secondary thread's whole burst

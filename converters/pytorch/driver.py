@@ -614,7 +614,8 @@ def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Pat
         truth = find_truth(inputs)
         if truth is not None:
             measured, source = truth.step_ns, truth.source
-    if measured is None and not options.overhead_replay:
+    several = len(paths) > 1 and options.overhead != "keep"
+    if measured is None and not options.overhead_replay and not several:
         return
     traces = [read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
     if measured is not None and options.overhead != "keep":
@@ -623,6 +624,16 @@ def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Pat
             _rewrite(p, t)
         for r in results:
             r["profiler_overhead"] = rep.as_dict()
+        return
+    # A job's collectives wait for their peers: those waits follow the other ranks' (converted)
+    # host time, so they are rebuilt over the whole job (overhead.CollectiveWaits).
+    if several and overhead.rebuild_waits(traces):
+        for p, t in zip(paths, traces):
+            _rewrite(p, t)
+        for r in results:
+            r["profiler_overhead"]["notes"] = [*r["profiler_overhead"].get("notes", []),
+                "collectives' waits for their peers rebuilt from the converted schedule"]  # fmt: skip
+    if not options.overhead_replay:
         return
     predicted = overhead.simulated_step_ns(traces)
     overhead.restore_profiled(traces)

@@ -295,7 +295,9 @@ def _late_edges(trace):
     for n in trace.nodes:
         for d in list(n.ctrl_deps) + list(n.data_deps):
             dep = ids[d]
-            excess = dep.start_time_micros + dep.duration_micros - n.start_time_micros
+            # the recorded durations (the converted ones describe the untraced run: a collective's
+            # wait for its peers is rebuilt from their converted schedule and may be longer)
+            excess = dep.start_time_micros + get_attr(dep, "profiled_dur_us", dep.duration_micros) - n.start_time_micros
             if excess > 0 and _overtook(dep, n):
                 continue
             if excess > 0:
