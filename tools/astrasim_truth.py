@@ -791,20 +791,27 @@ def _random_nodes(rnd: random.Random, n: int, dims: int, layouts: list, backend:
     return nodes
 
 
+def _random_setting(kind: str, i: int) -> tuple:
+    """Case `i` of a seeded random class: its generator, backend (alternating), drawn features,
+    network, NPU count, dimensions, system config and command-line options."""
+    rnd = random.Random(f"{SEED_PREFIX[kind]}-{i}")
+    backend = BACKENDS[i % 2]
+    kinds: set = set()
+    network = _random_network(rnd, backend)
+    n = num_npus({"network": network})
+    dims = len(network["npus_count"])
+    kinds.add(f"{dims}-D")
+    system = _random_system(rnd, network, kinds)
+    options = _random_options(rnd, kinds)
+    return rnd, backend, kinds, network, n, dims, system, options
+
+
 def random_mix() -> Iterator[dict]:
     """Seeded random DAGs of compute, memory, collectives and p2p under random networks (1-3
     dims), system configs, command-line options and comm groups, alternating the two backends.
     `kinds` lists the features a case draws, for the parity report."""
     for i in range(COUNTS["random"]):
-        rnd = random.Random(f"{SEED_PREFIX['random']}-{i}")
-        backend = BACKENDS[i % 2]
-        kinds: set = set()
-        network = _random_network(rnd, backend)
-        n = num_npus({"network": network})
-        dims = len(network["npus_count"])
-        kinds.add(f"{dims}-D")
-        system = _random_system(rnd, network, kinds)
-        options = _random_options(rnd, kinds)
+        rnd, backend, kinds, network, n, dims, system, options = _random_setting("random", i)
         layouts: list = []
         group_json: dict[str, list[int]] = {}
         if n >= 4 and rnd.random() < 0.5:
@@ -851,15 +858,7 @@ def random_edge() -> Iterator[dict]:
     included), zero-length and tiny compute, memory and point-to-point nodes, and tiny collectives
     of every type, each hung after a random earlier node."""
     for i in range(COUNTS["random_edge"]):
-        rnd = random.Random(f"{SEED_PREFIX['random_edge']}-{i}")
-        backend = BACKENDS[i % 2]
-        kinds: set = set()
-        network = _random_network(rnd, backend)
-        n = num_npus({"network": network})
-        dims = len(network["npus_count"])
-        kinds.add(f"{dims}-D")
-        system = _random_system(rnd, network, kinds)
-        options = _random_options(rnd, kinds)
+        rnd, backend, kinds, network, n, dims, system, options = _random_setting("random_edge", i)
         nodes = _random_nodes(rnd, n, dims, [], backend, kinds)
         nid = max(int(e["id"]) for e in nodes)
         ids = [int(e["id"]) for e in nodes]

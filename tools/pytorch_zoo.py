@@ -117,11 +117,16 @@ def ddp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 
 def fsdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
-    model = _mlp(4)
-    mesh = init_device_mesh("cpu", (world,))
+    step = _fully_sharded_mlp_step(_mlp(4), init_device_mesh("cpu", (world,)), rank)
+    return step, {"api": "torch.distributed.fsdp.fully_shard", "layers_sharded": 4}
+
+
+def _fully_sharded_mlp_step(model: nn.Sequential, mesh: Any, rank: int) -> Callable[[], None]:
+    """FSDP2 on every Linear of `model` and on the whole, over `mesh`; one SGD step of MSE loss."""
+    from torch.distributed.fsdp import fully_shard
+
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
@@ -134,7 +139,7 @@ def fsdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 
-    return step, {"api": "torch.distributed.fsdp.fully_shard", "layers_sharded": 4}
+    return step
 
 
 class _ColumnRow(nn.Module):
@@ -512,23 +517,9 @@ def tpdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
 def hsdp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     """FSDP2 hybrid sharding: `fully_shard` on a (replicate, shard) mesh: parameters all-gathered
     and gradients reduce-scattered within a shard group, then all-reduced across replicas."""
-    from torch.distributed.fsdp import fully_shard
-
     mesh = _mesh_2d(world, ("replicate", "shard"))
     torch.manual_seed(0)
-    model = _mlp(3)
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = _data(rank)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-
+    step = _fully_sharded_mlp_step(_mlp(3), mesh, rank)
     return step, {"api": "fully_shard(mesh=2-D)", "mesh": list(mesh.shape), "mesh_dim_names": ["replicate", "shard"]}
 
 
