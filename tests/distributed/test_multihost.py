@@ -3,79 +3,24 @@ through `--scheduler` exactly as docs/scale-out.md shows for several hosts."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import orjson
 import pytest
 
+from tests.dask_cluster import WAIT_S, dask_cluster, free_port
+
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
-
-WAIT_S = 60  # bound on every wait: cluster start, a command
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
     """tcp://127.0.0.1:PORT of a scheduler with two single-thread worker processes."""
-    from distributed import Client
-
-    d = tmp_path_factory.mktemp("cluster")
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    dask = [sys.executable, "-m", "dask"]
-    procs: list[subprocess.Popen] = []
-    logs = []
-    try:
-        log = open(d / "scheduler.log", "wb")  # noqa: SIM115 (closed below)
-        logs.append(log)
-        procs.append(subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                                       "--no-dashboard"], stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
-        for i in range(2):
-            log = open(d / f"worker{i}.log", "wb")  # noqa: SIM115
-            logs.append(log)
-            procs.append(subprocess.Popen([*dask, "worker", address, "--nthreads", "1", "--name", f"w{i}",
-                                           "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", str(WAIT_S),
-                                           "--local-directory", str(d / f"w{i}")],
-                                          stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                with Client(address, timeout=5) as c:
-                    c.wait_for_workers(2, timeout=max(1, deadline - time.monotonic()))
-                break
-            except (OSError, TimeoutError):
-                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                    raise RuntimeError("cluster did not start: " + (d / "scheduler.log").read_text()[-2000:]) from None
-                time.sleep(0.5)
+    with dask_cluster(tmp_path_factory.mktemp("cluster")) as (address, _):
         yield address
-    finally:
-        _stop(procs[1:])
-        _stop(procs[:1])
-        for log in logs:
-            with contextlib.suppress(OSError):
-                log.close()
 
 
 def chakra(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -114,7 +59,7 @@ def test_sweep_through_scheduler(scheduler, tmp_path):
 
 def test_unreachable_scheduler_is_one_error_line(tmp_path, samples_dir):
     res = chakra("convert", "kineto", str(samples_dir / "pytorch" / "ddp2" / "kineto.0.json"),
-                 "--scheduler", f"tcp://127.0.0.1:{_free_port()}", "-o", str(tmp_path / "k"),
+                 "--scheduler", f"tcp://127.0.0.1:{free_port()}", "-o", str(tmp_path / "k"),
                  env={"CHAKRA_DASK_CONNECT_TIMEOUT": "2"})  # fmt: skip
     assert res.returncode == 1
     assert res.stderr.startswith("error:") and "cannot connect" in res.stderr and "Traceback" not in res.stderr

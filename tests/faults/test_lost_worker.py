@@ -8,12 +8,13 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from tests.dask_cluster import WAIT_S, dask_cluster
 
 from .faultlib import ALL_REDUCE, descendants, temp_files
 
@@ -21,7 +22,6 @@ pytest.importorskip("distributed")
 pa = pytest.importorskip("pyarrow.parquet")
 
 SEED = 33
-WAIT_S = 60
 POINTS = 12 * 10
 GRID = (
     "network: {topology: Ring, npus_count: 8, bandwidth: 50, latency: 500}\n"
@@ -29,53 +29,6 @@ GRID = (
     f"  network.bandwidth: [{', '.join(str(b) for b in range(1, 13))}]\n"
     f"  network.latency: [{', '.join(str(t) for t in range(100, 1100, 100))}]\n"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def cluster(folder):
-    """(address, worker commands) of a scheduler with two single-thread workers (each under its nanny)."""
-    from distributed import Client
-
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    dask = [sys.executable, "-m", "dask"]
-    procs: list[subprocess.Popen] = []
-    with open(folder / "cluster.log", "wb") as log:
-        try:
-            procs.append(subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port",
-                                           address.rsplit(":", 1)[1], "--no-dashboard"],
-                                          stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
-            for i in range(2):
-                procs.append(subprocess.Popen([*dask, "worker", address, "--nthreads", "1", "--name", f"w{i}",
-                                               "--host", "127.0.0.1", "--no-dashboard", "--death-timeout",
-                                               str(WAIT_S), "--local-directory", str(folder / f"w{i}")],
-                                              stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
-            deadline = time.monotonic() + WAIT_S
-            while True:
-                try:
-                    with Client(address, timeout=5) as c:
-                        c.wait_for_workers(2, timeout=max(1, deadline - time.monotonic()))
-                    break
-                except (OSError, TimeoutError):
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-            yield address, procs[1:]
-        finally:
-            for p in reversed(procs):
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
 
 
 def _worker_process(nanny: subprocess.Popen) -> int:
@@ -92,7 +45,7 @@ def test_worker_sigkilled_mid_sweep_costs_a_retry_not_the_sweep(tmp_path):
     grid = tmp_path / "grid.yaml"
     grid.write_text(GRID)
     out = tmp_path / "r"
-    with cluster(tmp_path) as (address, nannies):
+    with dask_cluster(tmp_path) as (address, nannies):
         env = {**os.environ, "CHAKRA_SWEEP_FLUSH_S": "0.5", "NO_COLOR": "1"}
         sweep = subprocess.Popen(
             [sys.executable, "-m", "chakra.cli", "sweep", str(ALL_REDUCE), "--grid", str(grid), "-o", str(out),

@@ -58,8 +58,11 @@ def test_all_to_alls_become_collectives_with_the_calls_sizes(dlrm):
     colls = [n for n in rank0.nodes if n.type == NodeType.COMM_COLL_NODE]
     a2a = [n for n in colls if get_attr(n, "comm_type") == CollectiveType.ALL_TO_ALL]
     assert [get_attr(n, "comm_size") for n in a2a] == A2A_BYTES_RANK0
-    # each takes its kernel's duration: Kineto's first SendRecv kernel on rank 0 ran 2,146 us
-    assert a2a[0].duration_micros == 2146
+    # each takes its kernel's duration: Kineto's first SendRecv kernel on rank 0 ran 2,146 us. The
+    # converter keeps that as the recorded time; the wait for the peers inside it is rebuilt from
+    # the converted schedule (the profiler's cost removed), so the replayed span is no longer
+    assert get_attr(a2a[0], "profiled_dur_us") == 2146
+    assert 0 < a2a[0].duration_micros <= 2146
     report = validate_traces(traces)
     assert report.ok, [f.to_json() for f in report.errors[:5]]
 
