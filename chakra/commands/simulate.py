@@ -181,7 +181,7 @@ def simulate_cmd(
         with _event_log(log, timeline) as log_path:
             result = _run(traces, network, system, memory, replace(options, log_path=log_path), quiet)
             if timeline is not None:
-                _write_timeline(log_path, timeline, own_log=log is None, quiet=quiet)
+                _write_timeline(log_path, timeline, traces, own_log=log is None, quiet=quiet)
         if log is not None:
             info(f"wrote {log}", quiet)
         # 3. what came out: every warning on stderr and in --json's `warnings` (a script sees them too)
@@ -293,11 +293,14 @@ def _run(traces: list[str], network, system, memory, options, quiet: bool):
         return simulate(traces, network, system, memory, options=options)
 
 
-def _write_timeline(log_path: Path, timeline: Path, own_log: bool, quiet: bool) -> None:
+def _write_timeline(log_path: Path, timeline: Path, traces: list[str], own_log: bool, quiet: bool) -> None:
+    """The run's timeline; a trace that records start times (a converted recording) also shows
+    each rank's recorded timeline under its simulated one, as `chakra timeline LOG --trace` does."""
+    from chakra.io import read_traces
     from chakra.visualizers.timeline import timeline_from_log
 
     try:
-        timeline_from_log(log_path, timeline)
+        timeline_from_log(log_path, timeline, traces=read_traces(traces))
     except ChakraError as exc:  # name the log the user knows, never an internal file
         if not own_log:
             raise

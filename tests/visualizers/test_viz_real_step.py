@@ -254,6 +254,24 @@ def test_simulated_and_recorded_side_by_side(pp4, tmp_path):
     assert recorded and min(e["ts"] for e in recorded) == 0
 
 
+def test_simulate_timeline_shows_the_recording_beside_the_run(pp4, tmp_path, run_cli):
+    """`chakra simulate --timeline` on a converted recording draws what `chakra timeline LOG --trace`
+    draws: each rank's simulated run with its recorded one under it."""
+    from chakra.io import write_rank_traces
+    from chakra.visualizers.timeline import RECORDED_PID
+
+    prefix = tmp_path / "pp"
+    write_rank_traces(prefix, pp4)
+    out = tmp_path / "t.json"
+    res = run_cli("simulate", str(prefix), "--comm", "replay", "--timeline", str(out), "-q")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(out.read_text())
+    _check_perfetto_rules(doc)
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert [names[r] for r in range(4)] == [f"NPU {r}" for r in range(4)]
+    assert [names[RECORDED_PID + r] for r in range(4)] == [f"rank {r} · recorded" for r in range(4)]
+
+
 def test_cli_overview_note_expand_and_errors(gpu_step, tmp_path, run_cli):
     from chakra.io import write_rank_traces
 
