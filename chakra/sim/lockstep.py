@@ -165,35 +165,33 @@ def lockstep_ring(
 def _shifted(members: tuple[int, ...], issued: list[int], succ: dict[int, int], shift: int, index: dict) -> list:
     """Position in `members` of succ^shift(member), for each issued member: one walk per ring."""
     target: dict[int, int] = {}
-    for start in members:
-        if start in target:
-            continue
-        cycle = [start]
-        x = succ[start]
-        while x != start:
-            cycle.append(x)
-            x = succ[x]
+    for cycle in _rings(members, succ):
         m = len(cycle)
         for k, r in enumerate(cycle):
             target[r] = cycle[(k + shift) % m]
     return [index[target[members[k]]] for k in issued]
 
 
-def _cycles(members: tuple[int, ...], succ: dict[int, int]) -> Optional[list[list[int]]]:
-    """The rings of the successor map, each in ring order from its first member in `members`;
-    None when they differ in length."""
+def _rings(members: tuple[int, ...], succ: dict[int, int]) -> list[list[int]]:
+    """The rings of the successor map, each in ring order from its first member in `members`."""
     seen: set[int] = set()
-    cycles = []
+    rings = []
     for r in members:
         if r in seen:
             continue
-        cycle = [r]
+        ring = [r]
         x = succ[r]
         while x != r:
-            cycle.append(x)
+            ring.append(x)
             x = succ[x]
-        seen.update(cycle)
-        cycles.append(cycle)
+        seen.update(ring)
+        rings.append(ring)
+    return rings
+
+
+def _cycles(members: tuple[int, ...], succ: dict[int, int]) -> Optional[list[list[int]]]:
+    """`_rings`, or None when they differ in length."""
+    cycles = _rings(members, succ)
     if any(len(c) != len(cycles[0]) for c in cycles):
         return None
     return cycles
