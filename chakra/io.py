@@ -321,46 +321,45 @@ def _prefix_size(framed: bytes) -> int:
     return k + 1
 
 
-def _node_batch_class():
-    """A message type `NodeBatch { repeated ChakraProtoMsg.Node nodes = 1; }`, built at run time.
-
-    A length-delimited stream becomes the wire form of that repeated field by putting the tag
-    byte 0x0A before each message, so one upb call parses a whole batch of nodes, instead of one
-    Python-level FromString call per node. It never appears in files.
-    """
+def runtime_message(name: str, build: Callable[[Any], None], dependency: Sequence[str] = ()) -> Any:
+    """The class of message `chakra_internal.<name>` in protobuf's default pool: defined the first
+    time by `build`, which adds the message types to a new `FileDescriptorProto` (package
+    `chakra_internal`, importing `dependency`). For views of the wire form that one upb call can
+    parse; they never appear in files."""
     from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message_factory import GetMessageClass
 
-    name = "chakra_internal.NodeBatch"
+    full = f"chakra_internal.{name}"
     pool = descriptor_pool.Default()
     try:
-        descriptor = pool.FindMessageTypeByName(name)
+        descriptor = pool.FindMessageTypeByName(full)
     except KeyError:
         fdp = descriptor_pb2.FileDescriptorProto(
-            name="chakra_internal/node_batch.proto",
+            name=f"chakra_internal/{name.lower()}.proto",
             package="chakra_internal",
-            dependency=[pb.DESCRIPTOR.name],
+            dependency=list(dependency),
             syntax="proto3",
         )
-        msg = fdp.message_type.add(name="NodeBatch")
-        msg.field.add(
-            name="nodes",
-            number=1,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-            type_name=".ChakraProtoMsg.Node",
-        )
+        build(fdp)
         pool.Add(fdp)
-        descriptor = pool.FindMessageTypeByName(name)
-    try:
-        from google.protobuf.message_factory import GetMessageClass
-    except ImportError:  # pragma: no cover - protobuf < 4.22
-        from google.protobuf.message_factory import MessageFactory
-
-        return MessageFactory(pool).GetPrototype(descriptor)
+        descriptor = pool.FindMessageTypeByName(full)
     return GetMessageClass(descriptor)
 
 
-NodeBatch = _node_batch_class()
+def _node_batch(fdp: Any) -> None:
+    """`NodeBatch { repeated ChakraProtoMsg.Node nodes = 1; }`.
+
+    A length-delimited stream becomes the wire form of that repeated field by putting the tag
+    byte 0x0A before each message, so one upb call parses a whole batch of nodes, instead of one
+    Python-level FromString call per node.
+    """
+    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
+    msg = fdp.message_type.add(name="NodeBatch")
+    msg.field.add(name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE, type_name=".ChakraProtoMsg.Node")
+
+
+NodeBatch = runtime_message("NodeBatch", _node_batch, [pb.DESCRIPTOR.name])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ binaries), each the reason for one rule below:
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain, compress
@@ -1118,39 +1119,25 @@ def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColu
     return [_rank_columns(t.nodes, cols, rows) for t, rows in zip(traces, rows_of)]
 
 
-_ATTR_VIEWS: Any = None
-
-
+@functools.cache
 def _attr_views() -> Any:
     """A message type whose field 1 holds nodes seen as their attributes' bytes only
     (`AttrViews { repeated AttrView nodes = 1; } AttrView { repeated bytes attr = 10; }`): one upb
     call turns a batch of framed Node messages (`chakra.io.NodeBatch`'s wire form) into each node's
     attributes exactly as serialized, the other fields skipped. Built once, at run time."""
-    global _ATTR_VIEWS
-    if _ATTR_VIEWS is None:
-        from google.protobuf import descriptor_pb2, descriptor_pool
-        from google.protobuf.message_factory import GetMessageClass
+    from chakra.io import runtime_message
 
-        name = "chakra_internal.AttrViews"
-        pool = descriptor_pool.Default()
-        try:
-            descriptor = pool.FindMessageTypeByName(name)
-        except KeyError:
-            fdp = descriptor_pb2.FileDescriptorProto(
-                name="chakra_internal/attr_views.proto", package="chakra_internal", syntax="proto3"
-            )
-            F = descriptor_pb2.FieldDescriptorProto
-            view = fdp.message_type.add(name="AttrView")
-            view.field.add(name="attr", number=10, label=F.LABEL_REPEATED, type=F.TYPE_BYTES)
-            views = fdp.message_type.add(name="AttrViews")
-            views.field.add(
-                name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
-                type_name=".chakra_internal.AttrView",
-            )  # fmt: skip
-            pool.Add(fdp)
-            descriptor = pool.FindMessageTypeByName(name)
-        _ATTR_VIEWS = GetMessageClass(descriptor)
-    return _ATTR_VIEWS
+    def build(fdp: Any) -> None:
+        from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
+        view = fdp.message_type.add(name="AttrView")
+        view.field.add(name="attr", number=10, label=F.LABEL_REPEATED, type=F.TYPE_BYTES)
+        views = fdp.message_type.add(name="AttrViews")
+        views.field.add(
+            name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE, type_name=".chakra_internal.AttrView"
+        )
+
+    return runtime_message("AttrViews", build)
 
 
 def plan(
