@@ -131,8 +131,12 @@ def _fully_sharded_mlp_step(model: nn.Sequential, mesh: Any, rank: int) -> Calla
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
+    return _sgd_step(model, *_data(rank))
+
+
+def _sgd_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """One SGD step of MSE loss on (x, y): the training step of the workloads that need no more."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = _data(rank)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -173,15 +177,8 @@ class _CopyToTP(torch.autograd.Function):
 def tp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     torch.manual_seed(rank)  # each rank holds its own shard
     model = nn.Sequential(*[_ColumnRow(world, None) for _ in range(3)])
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = _data(0)  # tensor parallelism: every rank sees the same batch
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-
-    return step, {"tp": world, "blocks": 3}
+    # tensor parallelism: every rank sees the same batch
+    return _sgd_step(model, *_data(0)), {"tp": world, "blocks": 3}
 
 
 def pp(rank: int, world: int) -> tuple[Callable[[], None], dict]:
@@ -561,15 +558,7 @@ def fsdpac(rank: int, world: int) -> tuple[Callable[[], None], dict]:
     for block in model:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = _data(rank)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-
-    return step, {"api": "fully_shard + checkpoint_wrapper", "blocks": 3}
+    return _sgd_step(model, *_data(rank)), {"api": "fully_shard + checkpoint_wrapper", "blocks": 3}
 
 
 #: zoo name -> (torch.distributed.pipelining schedule, stages per rank, microbatches)
