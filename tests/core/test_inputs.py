@@ -51,6 +51,15 @@ def _rank_bytes(prefix: Path) -> list[bytes]:
     return [prefix.with_name(f"{prefix.name}.{r}.et").read_bytes() for r in (0, 1)]
 
 
+def _converts_as_ddp2_on_both_paths(run_cli, folder: Path, tmp_path: Path, ddp2_run: Path) -> None:
+    """`convert pytorch FOLDER` writes ddp2's bytes, plainly and on Dask (where Dask is installed)."""
+    _ok(run_cli("convert", "pytorch", str(folder), "-o", str(tmp_path / "plain"), "-q"))
+    assert _rank_bytes(tmp_path / "plain") == _rank_bytes(ddp2_run)
+    pytest.importorskip("dask.distributed")
+    _ok(run_cli("convert", "pytorch", str(folder), "--workers", "2", "-o", str(tmp_path / "dask"), "-q"))
+    assert _rank_bytes(tmp_path / "dask") == _rank_bytes(ddp2_run)
+
+
 # ---------------------------------------------------------------------------------------------
 # Chakra traces: every reading command
 
@@ -182,11 +191,7 @@ def test_param_named_folder_pairs_each_et_with_its_kineto(ddp2_run, samples_dir,
     for r in (0, 1):
         shutil.copy(d / f"et.{r}.json", folder / f"dlrm_eg_{r}.json")
         shutil.copy(d / f"kineto.{r}.json", folder / f"worker{r}_step_12.169759671499{7 - r}.pt.trace.json")
-    _ok(run_cli("convert", "pytorch", str(folder), "-o", str(tmp_path / "plain"), "-q"))
-    assert _rank_bytes(tmp_path / "plain") == _rank_bytes(ddp2_run)
-    pytest.importorskip("dask.distributed")
-    _ok(run_cli("convert", "pytorch", str(folder), "--workers", "2", "-o", str(tmp_path / "dask"), "-q"))
-    assert _rank_bytes(tmp_path / "dask") == _rank_bytes(ddp2_run)
+    _converts_as_ddp2_on_both_paths(run_cli, folder, tmp_path, ddp2_run)
 
 
 def test_a_one_gpu_folder_without_rank_numbers(run_cli, tmp_path):
@@ -279,11 +284,7 @@ def test_profiler_default_names_pair_by_distributed_info_on_both_paths(ddp2_run,
     for r, (pid, stamp) in enumerate(((48213, 1697596714999), (48214, 1697596714311))):
         shutil.copy(d / f"et.{r}.json", folder / f"et.{r}.json")
         shutil.copy(d / f"kineto.{r}.json", folder / f"gpuhost_{pid}.{stamp}.pt.trace.json")
-    _ok(run_cli("convert", "pytorch", str(folder), "-o", str(tmp_path / "plain"), "-q"))
-    assert _rank_bytes(tmp_path / "plain") == _rank_bytes(ddp2_run)
-    pytest.importorskip("dask.distributed")
-    _ok(run_cli("convert", "pytorch", str(folder), "--workers", "2", "-o", str(tmp_path / "dask"), "-q"))
-    assert _rank_bytes(tmp_path / "dask") == _rank_bytes(ddp2_run)
+    _converts_as_ddp2_on_both_paths(run_cli, folder, tmp_path, ddp2_run)
 
 
 def test_messages_call_standard_input_dash(samples_dir, run_cli):

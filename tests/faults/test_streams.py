@@ -136,26 +136,20 @@ def test_stdout_on_a_full_device(name, inputs, tmp_path):
     assert temp_files(tmp_path) == []
 
 
+def _stderr_on_full_device(args: list) -> subprocess.CompletedProcess:
+    """`chakra ARGS` with stdout captured and stderr on /dev/full."""
+    with open("/dev/full", "wb") as full:
+        return subprocess.run(
+            [sys.executable, "-m", "chakra.cli", *args], stdout=subprocess.PIPE, stderr=full, env=ENV, timeout=60
+        )
+
+
 def test_stderr_on_a_full_device(inputs, tmp_path):
     """An error that cannot be said still ends the command with exit 1 (not a crash, not a hang)."""
-    with open("/dev/full", "wb") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "chakra.cli", "validate", tmp_path / "absent"],
-            stdout=subprocess.PIPE,
-            stderr=full,
-            env=ENV,
-            timeout=60,
-        )
+    proc = _stderr_on_full_device(["validate", tmp_path / "absent"])
     assert proc.returncode == 1 and proc.stdout == b""
     # a command whose stdout is fine and whose stderr warns: its stdout is whole, exit 1
-    with open("/dev/full", "wb") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "chakra.cli", "timeline", inputs / "run.csv"],
-            stdout=subprocess.PIPE,
-            stderr=full,
-            env=ENV,
-            timeout=60,
-        )
+    proc = _stderr_on_full_device(["timeline", inputs / "run.csv"])
     normal, said = _normal(["timeline", str(inputs / "run.csv")])
     assert said, "timeline of a log without --trace warns on stderr"
     assert proc.returncode == 1
