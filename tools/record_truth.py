@@ -108,7 +108,8 @@ def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -
         opt.zero_grad(set_to_none=True)
 
     folder = out / f"{model_name}-{variant}"
-    rec = Recorder(folder, warmup=args.warmup, timed=args.timed, traced=args.traced, device=dev,
+    rec = Recorder(folder, warmup=args.warmup, timed=args.timed, traced=args.traced, timed_after=args.timed_after,
+                   device=dev,
                    extra={"model": model_name, "variant": variant, "threads": torch.get_num_threads()})  # fmt: skip
     t0 = time.perf_counter()
     while rec.running:
@@ -118,7 +119,10 @@ def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -
     return {
         "run": folder.name,
         "untraced_ms": 1e3 * m["untraced_step_s"]["median"],
+        "untraced_cpu_ms": 1e3 * m["untraced_thread_cpu_s"]["median"],
         "traced_ms": [round(1e3 * s, 2) for s in m["traced_step_s"]],
+        "traced_cpu_ms": [round(1e3 * s, 2) for s in m["traced_thread_cpu_s"]],
+        "drift": round(m.get("untraced_drift", 0.0), 3),
         "wall_s": round(time.perf_counter() - t0, 1),
     }
 
@@ -131,6 +135,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=30)
     ap.add_argument("--traced", type=int, default=3)
+    ap.add_argument("--timed-after", type=int, default=20, help="untraced steps after the traced ones (default 20)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

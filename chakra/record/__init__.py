@@ -15,7 +15,13 @@ the untraced step time beside it. `Recorder` measures both in one training loop:
 
 Phases, in order: `warmup` steps (not timed), `timed` steps without the profiler (each ends with
 a device synchronisation, so its wall time is the step's real time), then one profiler warm-up
-step and `traced` steps under `torch.profiler.profile(..., execution_trace_observer=...)`. Under
+step and `traced` steps under `torch.profiler.profile(..., execution_trace_observer=...)`, then
+`timed_after` untraced steps again (default 0). Those bracket the traced steps in time: on a host
+whose speed drifts (a shared CPU: what runs on the neighbouring cores changes its caches' and
+memory's share) the truth is the median of both sets, and the manifest gives the drift between
+them (`untraced_drift`: after / before - 1). Every timed step also records the calling thread's
+CPU time: a one-threaded CPU run's truth (chakra.record.manifest.truth_of), since on a loaded host
+its wall clock also holds the time other processes ran on its core. Under
 torch.distributed every rank records its own files (the rank and world size come from the
 initialised process group); on CPU there is nothing to synchronise. `chakra convert pytorch
 out/run/et.*.json.gz -k ...` reads the manifest beside the traces and removes the profiler's
@@ -64,6 +70,7 @@ class Recorder:
         warmup: int = 5,
         timed: int = 20,
         traced: int = 3,
+        timed_after: int = 0,
         device: Optional[str] = None,
         record_shapes: bool = True,
         gzip_output: bool = True,
@@ -71,12 +78,12 @@ class Recorder:
     ) -> None:
         import torch
 
-        if warmup < 0 or timed < 1 or traced < 1:
-            raise ValueError("Recorder needs warmup >= 0, timed >= 1 and traced >= 1")
+        if warmup < 0 or timed < 1 or traced < 1 or timed_after < 0:
+            raise ValueError("Recorder needs warmup >= 0, timed >= 1, traced >= 1 and timed_after >= 0")
         self.torch = torch
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.warmup, self.timed, self.traced = warmup, timed, traced
+        self.warmup, self.timed, self.traced, self.timed_after = warmup, timed, traced, timed_after
         if device is None:
             device = "cuda" if torch.cuda.is_available() and torch.cuda.is_initialized() else "cpu"
         self.device = device
@@ -91,6 +98,9 @@ class Recorder:
         self.untraced_s: list[float] = []
         self.untraced_cpu_s: list[float] = []  # CPU time of the calling thread (a loaded machine's check)
         self.traced_s: list[float] = []
+        self.traced_cpu_s: list[float] = []
+        self.after_s: list[float] = []  # untraced steps after the traced ones
+        self.after_cpu_s: list[float] = []
         self._prof: Any = None
         self._et: Any = None
         self.manifest_path: Optional[Path] = None
@@ -98,8 +108,12 @@ class Recorder:
 
     # ------------------------------------------------------------------ phases
     @property
-    def total(self) -> int:
+    def _traced_end(self) -> int:
         return self.warmup + self.timed + 1 + self.traced
+
+    @property
+    def total(self) -> int:
+        return self._traced_end + self.timed_after
 
     @property
     def running(self) -> bool:
@@ -112,8 +126,10 @@ class Recorder:
             return "warmup"
         if i < self.warmup + self.timed:
             return "timed"
-        if i < self.total:
+        if i < self._traced_end:
             return "traced"
+        if i < self.total:
+            return "timed-after"
         return "done"
 
     def _sync(self) -> None:
@@ -148,7 +164,7 @@ class Recorder:
 
     @contextlib.contextmanager
     def step(self) -> Iterator[str]:
-        """One training step; yields its phase ("warmup", "timed", "traced")."""
+        """One training step; yields its phase ("warmup", "timed", "traced", "timed-after")."""
         phase = self.phase()
         if phase == "done":
             raise RuntimeError("Recorder: every step is done (check rec.running)")
@@ -166,15 +182,23 @@ class Recorder:
             self.untraced_cpu_s.append(time.thread_time() - c0)
         elif phase == "traced":
             self.traced_s.append(dt)
+            self.traced_cpu_s.append(time.thread_time() - c0)
             self._prof.step()
+        elif phase == "timed-after":
+            self.after_s.append(dt)
+            self.after_cpu_s.append(time.thread_time() - c0)
         self.index += 1
+        if self.index == self._traced_end:
+            self._stop_profiler()
         if self.index == self.total:
             self._finish()
 
-    def _finish(self) -> None:
+    def _stop_profiler(self) -> None:
         self._prof.__exit__(None, None, None)
         self._et.unregister_callback()
         self._barrier()
+
+    def _finish(self) -> None:
         files = []
         for p in self._paths():
             if not p.exists():
@@ -203,6 +227,14 @@ class Recorder:
             dev["threads"] = torch.get_num_threads()
         # The profiler's warm-up step is the first of the traced phase: not in the trace.
         traced = self.traced_s[1:]
+        after: dict[str, Any] = {}
+        if self.after_s:
+            before = statistics.median(self.untraced_s)
+            after = {
+                "untraced_before_step_s": _summary(self.untraced_s),
+                "untraced_after_step_s": _summary(self.after_s),
+                "untraced_drift": statistics.median(self.after_s) / before - 1.0,
+            }
         return {
             "kind": MANIFEST_KIND,
             "rank": self.rank,
@@ -210,12 +242,16 @@ class Recorder:
             "device": dev,
             "versions": {"torch": torch.__version__, "python": platform.python_version()},
             "warmup_steps": self.warmup,
-            "untraced_step_s": _summary(self.untraced_s),
-            "untraced_per_step_s": self.untraced_s,
-            "untraced_thread_cpu_s": _summary(self.untraced_cpu_s),
+            # every untraced step, before and after the traced ones (the truth: their median)
+            "untraced_step_s": _summary(self.untraced_s + self.after_s),
+            "untraced_per_step_s": self.untraced_s + self.after_s,
+            "untraced_thread_cpu_s": _summary(self.untraced_cpu_s + self.after_cpu_s),
+            "untraced_per_step_thread_cpu_s": self.untraced_cpu_s + self.after_cpu_s,
+            **after,
             "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "traced_steps": self.traced,
             "traced_step_s": traced,
+            "traced_thread_cpu_s": self.traced_cpu_s[1:],
             "files": self.files,
             "extra": self.extra,
         }

@@ -3,7 +3,8 @@
 Read without torch (the converter uses it). Two producers are understood:
 
 * `chakra.record.Recorder`: `manifest.json` (one rank) or `manifest.<rank>.json` (each rank of a
-  distributed run), `"kind": "chakra.record"`, `untraced_step_s.median`;
+  distributed run), `"kind": "chakra.record"`, `untraced_step_s.median` (wall clock), or on a
+  one-threaded CPU run `untraced_thread_cpu_s.median` (`truth_of`);
 * `tools/pytorch_gpu.py` (the project's GPU recordings, tests/data/gpu): `timing.json`,
   `step_s.median`.
 
@@ -29,6 +30,24 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µ
 class StepTruth:
     step_ns: float
     source: str  # the file(s), or "--step-time"
+    what: str = "wall"  # "wall" (device-synchronised wall clock) or "thread CPU" (truth_of)
+
+
+def truth_of(doc: dict) -> StepTruth:
+    """The untraced step of a Recorder manifest: what a user gets on an unloaded machine.
+
+    On a GPU (or a multi-threaded CPU run) that is the synchronised wall clock. A one-threaded CPU
+    run does all its work on the calling thread, so its wall clock on an unloaded core equals the
+    thread's CPU time; on a shared host the wall clock also holds the time other processes ran
+    on that core (preemption: up to 3x on a loaded 2-core host), which the CPU time does not. So a
+    one-threaded CPU run's truth is the median of its thread CPU time, unless the wall clock is
+    lower (a clock's rounding)."""
+    wall = float(doc["untraced_step_s"]["median"])
+    dev = doc.get("device") or {}
+    cpu = (doc.get("untraced_thread_cpu_s") or {}).get("median")
+    if dev.get("type") == "cpu" and dev.get("threads") == 1 and isinstance(cpu, (int, float)) and 0 < cpu < wall:
+        return StepTruth(float(cpu) * 1e9, "", "thread CPU")
+    return StepTruth(wall * 1e9, "", "wall")
 
 
 def parse_step_time(text: str) -> float:
@@ -42,6 +61,8 @@ def parse_step_time(text: str) -> float:
 def _median_s(doc: dict, path: Path) -> Optional[float]:
     if doc.get("kind") == "chakra.record":
         block = doc.get("untraced_step_s")
+        if isinstance(block, dict) and isinstance(block.get("median"), (int, float)) and block["median"] > 0:
+            return truth_of(doc).step_ns / 1e9
     elif "step_s" in doc and "traced_step_s" in doc:  # tools/pytorch_gpu.py timing.json
         block = doc.get("step_s")
     else:
@@ -81,4 +102,4 @@ def find_truth(inputs: Iterable[Path]) -> Optional[StepTruth]:
     return StepTruth(value * 1e9, names)
 
 
-__all__ = ["StepTruth", "find_truth", "parse_step_time"]
+__all__ = ["StepTruth", "find_truth", "parse_step_time", "truth_of"]

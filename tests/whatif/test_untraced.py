@@ -158,7 +158,7 @@ def test_recorder_on_cpu(tmp_path, run_cli):
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.randn(16, 64), torch.randint(0, 8, (16,))
-    rec = Recorder(tmp_path / "run", warmup=2, timed=8, traced=2, device="cpu", extra={"model": "mlp"})
+    rec = Recorder(tmp_path / "run", warmup=2, timed=8, traced=2, timed_after=4, device="cpu", extra={"model": "mlp"})
     phases = []
     while rec.running:
         with rec.step() as phase:
@@ -166,10 +166,22 @@ def test_recorder_on_cpu(tmp_path, run_cli):
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad()
-    assert phases == ["warmup"] * 2 + ["timed"] * 8 + ["traced"] * 3  # one profiler warm-up step
+    # one profiler warm-up step; untraced steps again after the traced ones
+    assert phases == ["warmup"] * 2 + ["timed"] * 8 + ["traced"] * 3 + ["timed-after"] * 4
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert m["kind"] == "chakra.record" and m["world_size"] == 1 and m["device"]["type"] == "cpu"
-    assert m["untraced_step_s"]["n"] == 8 and len(m["traced_step_s"]) == 2
+    assert m["untraced_step_s"]["n"] == 12 and len(m["traced_step_s"]) == 2 and len(m["traced_thread_cpu_s"]) == 2
+    assert m["untraced_before_step_s"]["n"] == 8 and m["untraced_after_step_s"]["n"] == 4
+    assert m["untraced_drift"] == pytest.approx(
+        m["untraced_after_step_s"]["median"] / m["untraced_before_step_s"]["median"] - 1
+    )
+    # one thread on CPU: the truth is its CPU time (never above the wall clock); else the wall clock
+    from chakra.record.manifest import truth_of
+
+    t = truth_of(m)
+    one = m["device"]["threads"] == 1 and m["untraced_thread_cpu_s"]["median"] < m["untraced_step_s"]["median"]
+    assert t.what == ("thread CPU" if one else "wall")
+    assert t.step_ns <= m["untraced_step_s"]["median"] * 1e9 + 1
     assert m["versions"]["torch"] == torch.__version__ and m["extra"] == {"model": "mlp"}
     assert sorted(m["files"]) == ["et.0.json.gz", "kineto.0.json.gz"]
     res = run_cli("convert", "pytorch", str(tmp_path / "run" / "et.0.json.gz"), "-k",
@@ -177,7 +189,7 @@ def test_recorder_on_cpu(tmp_path, run_cli):
     assert res.exit_code == 0, res.stderr
     o = json.loads(res.stdout)[0]["profiler_overhead"]
     assert o["mode"] == "measured" and o["measured_source"].endswith("manifest.json")
-    truth = m["untraced_step_s"]["median"] * 1e9
+    truth = t.step_ns
     if o["replay_profiled_ns"] > truth and not o["notes"]:
         assert o["predicted_step_ns"] == pytest.approx(truth, rel=0.03)
 
@@ -190,7 +202,12 @@ def test_recorder_manifest_is_read_by_the_converter(tmp_path, run_cli, samples_d
                   "-o", str(tmp_path / "mlp"), "--json")  # fmt: skip
     assert res.exit_code == 0, res.stderr
     o = json.loads(res.stdout)[0]["profiler_overhead"]
-    truth = m["untraced_step_s"]["median"] * 1e9
+    # a one-threaded CPU run: the truth is the thread's CPU time (its wall clock also holds the
+    # other processes' time on a shared core), the median of the steps before and after the traced ones
+    cpu = m["untraced_thread_cpu_s"]["median"]
+    truth = min(cpu, m["untraced_step_s"]["median"]) * 1e9
+    assert m["untraced_thread_cpu_s"]["n"] == 60 and len(m["untraced_per_step_s"]) == 60
+    assert m["untraced_after_step_s"]["n"] == 20 and abs(m["untraced_drift"]) < 0.5
     assert o["mode"] == "measured" and o["measured_source"].endswith("mlp-fused/manifest.json")
     assert o["measured_step_ns"] == pytest.approx(truth)
     assert o["predicted_step_ns"] == pytest.approx(truth, rel=0.03)

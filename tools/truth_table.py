@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Replay and what-if against the untraced truth of `chakra.record.Recorder` recordings.
+
+Reads every run folder under ROOT (made by tools/record_truth.py: `<model>-<variant>/` with
+et.0.json.gz, kineto.0.json.gz, manifest.json), and prints two tables (docs/whatif-validation.md):
+
+* replay: per run the traced step, the untraced step (the truth the manifest's fit uses: wall
+  clock on a GPU, the calling thread's CPU time on a one-threaded CPU run, chakra.record.manifest),
+  the untraced wall clock beside it, the replay of the profiled durations, and the replay of the
+  trace converted with the profiler's cost removed from the trace alone and with the step time;
+* recipes: from each model's fp32 run, the what-if of every other variant recorded
+  (fused -> fused-optimizer, bf16 -> amp, fp16 -> amp with GradScaler, cudagraph -> cuda-graphs),
+  predicted speedup against the real one (untraced fp32 step / untraced step of the variant).
+
+    python tools/truth_table.py /tmp/truth                 # markdown
+    python tools/truth_table.py /tmp/truth --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from chakra.converters.pytorch import convert_files
+from chakra.converters.pytorch.driver import Options
+from chakra.io import read_trace
+from chakra.record.manifest import truth_of
+from chakra.sim import SimOptions, simulate
+from chakra.sim.steps import step_time
+from chakra.whatif import recipes
+
+#: variant -> the what-if recipe that predicts it from the fp32 run
+RECIPE_OF = {"fused": "fused-optimizer", "bf16": "amp", "fp16": "amp", "cudagraph": "cuda-graphs"}
+
+
+def runs(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/manifest.json"))
+
+
+def convert(folder: Path, out: Path, mode: str) -> tuple[list, dict[str, Any]]:
+    """`mode`: "measured" (the manifest beside the inputs) or "estimate" (the trace alone)."""
+    ets = sorted(folder.glob("et*.json.gz"))
+    kins = sorted(folder.glob("kineto*.json.gz"))
+    overhead = {"measured": "remove", "estimate": "estimate"}[mode]
+    res = convert_files(ets, kins, out / f"{folder.name}-{mode}", Options(overhead=overhead, overhead_replay=True))
+    traces = [read_trace(r["output"], rank=r["rank"]) for r in res]
+    return traces, res[0]["profiler_overhead"]
+
+
+def replay_step_ns(traces: list, comm_mode: str = "replay") -> float:
+    res = simulate(traces, options=SimOptions(comm_mode=comm_mode, record_nodes=True))
+    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+def _recipe(name: str, variant: str, base: list, peaks: dict[str, float], device: str) -> recipes.WhatIf:
+    if name == "fused-optimizer":
+        if device == "cuda" and peaks.get("copy_bytes_per_s"):
+            return recipes.fused_optimizer(base, cost="roofline", bytes_per_s=peaks["copy_bytes_per_s"])
+        return recipes.fused_optimizer(base)
+    if name == "amp":
+        kw: dict[str, Any] = {"grad_scaler": variant == "fp16", "on": "gpu" if device == "cuda" else "cpu"}
+        if peaks.get("matmul_fp16_flops") and peaks.get("matmul_fp32_flops"):
+            kw.update(compute_speedup=peaks["matmul_fp16_flops"] / peaks["matmul_fp32_flops"], memory_speedup=1.0)
+        return recipes.amp(base, **kw)
+    if name == "cuda-graphs":
+        return recipes.cuda_graphs(base)
+    raise ValueError(name)
+
+
+def validate(root: Path, peaks: Optional[dict[str, float]] = None) -> dict[str, Any]:
+    peaks = peaks or {}
+    rows, recipe_rows = [], []
+    bases: dict[tuple[str, str], tuple[list, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in runs(root):
+            m = json.loads((folder / "manifest.json").read_text())
+            truth = truth_of(m)
+            est_traces, est = convert(folder, Path(tmp), "estimate")
+            fit_traces, fit = convert(folder, Path(tmp), "measured")
+            cpu = m.get("untraced_thread_cpu_s", {}).get("median")
+            rows.append(
+                {
+                    "run": folder.name,
+                    "model": m.get("extra", {}).get("model", folder.name.rsplit("-", 1)[0]),
+                    "variant": m.get("extra", {}).get("variant", folder.name.rsplit("-", 1)[-1]),
+                    "device": m["device"]["type"],
+                    "traced_ms": 1e3 * statistics.median(m["traced_step_s"]),
+                    "untraced_ms": truth.step_ns / 1e6,
+                    "truth": truth.what,
+                    "untraced_wall_ms": 1e3 * m["untraced_step_s"]["median"],
+                    "untraced_cpu_ms": 1e3 * cpu if cpu else None,
+                    "profiled_replay_ms": est["replay_profiled_ns"] / 1e6,
+                    "trace_alone_ms": est["predicted_step_ns"] / 1e6,
+                    "with_step_time_ms": fit["predicted_step_ns"] / 1e6,
+                    "fit_notes": fit["notes"],
+                }
+            )
+            bases[(folder.name, "estimate")] = (est_traces, 0.0)
+            bases[(folder.name, "measured")] = (fit_traces, 0.0)
+        by = {(r["model"], r["variant"]): r for r in rows}
+        for (model, variant), r in sorted(by.items()):
+            if variant not in RECIPE_OF or (model, "fp32") not in by:
+                continue
+            base_row = by[(model, "fp32")]
+            recipe = RECIPE_OF[variant]
+            row: dict[str, Any] = {"model": model, "recipe": recipe, "variant": variant,
+                                   "real_speedup": base_row["untraced_ms"] / r["untraced_ms"]}  # fmt: skip
+            for mode in ("measured", "estimate"):
+                traces, base_ns = bases[(base_row["run"], mode)]
+                if not base_ns:
+                    base_ns = replay_step_ns(traces, "model")
+                    bases[(base_row["run"], mode)] = (traces, base_ns)
+                w = _recipe(recipe, variant, traces, peaks, base_row["device"])
+                pred = replay_step_ns(w.traces, "model")
+                row[f"predicted_speedup_{mode}"] = base_ns / pred
+            recipe_rows.append(row)
+    return {"replay": rows, "recipes": recipe_rows}
+
+
+def err(p: float, m: float) -> float:
+    return 100.0 * (p / m - 1.0)
+
+
+def markdown(res: dict[str, Any]) -> str:
+    lines = [
+        "| run | traced | untraced (truth) | untraced wall | profiled replay | trace alone | error "
+        "| with step time | error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in res["replay"]:
+        u = r["untraced_ms"]
+        lines.append(
+            f"| {r['run']} | {r['traced_ms']:.2f} | {u:.2f} ({r['truth']}) | {r['untraced_wall_ms']:.2f} | "
+            f"{r['profiled_replay_ms']:.2f} | {r['trace_alone_ms']:.2f} | {err(r['trace_alone_ms'], u):+.1f}% | "
+            f"{r['with_step_time_ms']:.2f} | {err(r['with_step_time_ms'], u):+.1f}% |"
+        )
+    alone = sum(abs(err(r["trace_alone_ms"], r["untraced_ms"])) <= 10 for r in res["replay"])
+    given = sum(abs(err(r["with_step_time_ms"], r["untraced_ms"])) <= 3 for r in res["replay"])
+    n = len(res["replay"])
+    lines += ["", f"trace alone within 10%: {alone}/{n}; with the step time within 3%: {given}/{n}", ""]
+    lines += [
+        "| model | recipe (variant) | real speedup | predicted, with step time | error "
+        "| predicted, trace alone | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in res["recipes"]:
+        real, pm, pe = r["real_speedup"], r["predicted_speedup_measured"], r["predicted_speedup_estimate"]
+        lines.append(
+            f"| {r['model']} | {r['recipe']} ({r['variant']}) | {real:.3f}x | {pm:.3f}x | {err(pm, real):+.1f}% | "
+            f"{pe:.3f}x | {err(pe, real):+.1f}% |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", type=Path, help="folder of run folders (tools/record_truth.py --out)")
+    ap.add_argument("--peaks", type=Path, help="JSON with matmul_fp32_flops, matmul_fp16_flops, copy_bytes_per_s")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not runs(args.root):
+        print(f"{args.root}: no run folders with a manifest.json", file=sys.stderr)
+        return 1
+    peaks = json.loads(args.peaks.read_text()) if args.peaks else None
+    res = validate(args.root, peaks)
+    print(json.dumps(res, indent=1) if args.json else markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
