@@ -4,11 +4,17 @@ checking replay and what-if against the real run (docs/whatif-validation.md).
 
 Each (model, variant) goes to OUT/<model>-<variant>/: et.0.json.gz, kineto.0.json.gz and
 manifest.json. Variants: fp32 (Adam, per-parameter loop), fused (Adam fused=True), bf16
-(autocast bf16 forward), fp16 (autocast fp16 + GradScaler; CUDA only). Runs on CUDA when
-available, else on CPU with one thread.
+(autocast bf16 forward), fp16 (autocast fp16 + GradScaler; CUDA only), cudagraph (the whole step
+captured once with torch.cuda.graph during the warm-up and replayed; CUDA only). Models: mlp, cnn,
+lstm, encoder (small CPU-sized ones), resnet (a ResNet-like CNN, batch 128 of 32x32 images),
+bert (a BERT-like encoder, 4 layers of 512, batch 32 x 128 tokens); `--tiny` shrinks resnet and
+bert for a CPU smoke run. Runs on CUDA when available (`--device` to choose), else on CPU with
+one thread. `--peaks` also measures the device's matmul and copy peaks (the what-if's roofline
+inputs) into OUT/peaks.json.
 
     python tools/record_truth.py --out /tmp/truth mlp cnn            # every variant of two models
     python tools/record_truth.py --out /tmp/truth lstm --variants fp32 fused
+    nice -n -10 taskset -c 1 python tools/record_truth.py --out /tmp/truth mlp   # a shared CPU host
 """
 
 from __future__ import annotations
@@ -75,24 +81,85 @@ def encoder() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]
     return _Encoder(), lambda: (torch.randint(0, 1000, (8, 32)), torch.randint(0, 10, (8,)))
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "encoder": encoder}
-VARIANTS = ("fp32", "fused", "bf16", "fp16")
+TINY = False  # --tiny: resnet and bert at a size a CPU runs in a second
+
+
+class _Block(nn.Module):
+    """A ResNet basic block: two 3x3 convolutions with batch norm and a shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.short = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(self.b2(self.c2(h)) + self.short(x))
+
+
+def resnet() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """ResNet-18-like for 32x32 images (4 stages of 2 blocks), batch 128 (tiny: 2 stages, batch 8)."""
+    widths, batch = ((16, 32), 8) if TINY else ((64, 128, 256, 512), 128)
+    layers: list[nn.Module] = [nn.Conv2d(3, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()]
+    cin = widths[0]
+    for i, w in enumerate(widths):
+        layers += [_Block(cin, w, 1 if i == 0 else 2), _Block(w, w, 1)]
+        cin = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    return nn.Sequential(*layers), lambda: (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,)))
+
+
+class _Bert(nn.Module):
+    def __init__(self, vocab: int, d: int, heads: int, layers: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, batch_first=True, dropout=0.1, activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.enc(self.emb(x))).flatten(0, 1)
+
+
+def bert() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """BERT-like masked-LM shape: 4 layers of 512 (8 heads), batch 32 x 128 tokens, vocab 8192
+    (tiny: 2 layers of 64, batch 4 x 16, vocab 512); the loss is over every token."""
+    vocab, d, heads, n, batch, seq = (512, 64, 4, 2, 4, 16) if TINY else (8192, 512, 8, 4, 32, 128)
+    return _Bert(vocab, d, heads, n), lambda: (
+        torch.randint(0, vocab, (batch, seq)),
+        torch.randint(0, vocab, (batch * seq,)),
+    )
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "encoder": encoder, "resnet": resnet, "bert": bert}
+VARIANTS = ("fp32", "fused", "bf16", "fp16", "cudagraph")
+CUDA_ONLY = ("fp16", "cudagraph")
 
 
 def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(0)
-    cuda = torch.cuda.is_available()
-    dev = "cuda" if cuda else "cpu"
+    dev = args.device
     model, batch = MODELS[model_name]()
     model = model.to(dev)
-    opt = torch.optim.Adam(
-        model.parameters(), lr=1e-3, **({"fused": True} if variant == "fused" else {"foreach": False})
-    )
+    if variant == "fused":
+        kw: dict[str, Any] = {"fused": True}
+    elif variant == "cudagraph":  # the optimizer's step counter stays on the device: capturable
+        kw = {"foreach": False, "capturable": True}
+    else:
+        kw = {"foreach": False}
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, **kw)
     scaler = torch.amp.GradScaler(dev) if variant == "fp16" else None
     loss_fn = nn.CrossEntropyLoss()
     x, y = (t.to(dev) for t in batch())
 
-    def step() -> None:
+    def train_step() -> torch.Tensor:
         if variant in ("bf16", "fp16"):
             with torch.autocast(dev, dtype=torch.bfloat16 if variant == "bf16" else torch.float16):
                 loss = loss_fn(model(x), y)
@@ -105,12 +172,35 @@ def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -
         else:
             loss.backward()
             opt.step()
-        opt.zero_grad(set_to_none=True)
+        return loss
+
+    graph: Any = None
+
+    def step() -> None:
+        nonlocal graph
+        if variant != "cudagraph":
+            train_step()
+            opt.zero_grad(set_to_none=True)
+            return
+        if graph is None:  # CUDA graphs documentation: warm up on a side stream, then capture
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    opt.zero_grad(set_to_none=True)
+                    train_step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                train_step()
+        graph.replay()
 
     folder = out / f"{model_name}-{variant}"
     rec = Recorder(folder, warmup=args.warmup, timed=args.timed, traced=args.traced, timed_after=args.timed_after,
                    device=dev,
-                   extra={"model": model_name, "variant": variant, "threads": torch.get_num_threads()})  # fmt: skip
+                   extra={"model": model_name, "variant": variant, "threads": torch.get_num_threads(),
+                          "tiny": TINY})  # fmt: skip
     t0 = time.perf_counter()
     while rec.running:
         with rec.step():
@@ -127,21 +217,66 @@ def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -
     }
 
 
+def _timed(fn: Callable[..., Any], reps: int, *args: Any) -> float:
+    for _ in range(2):
+        fn(*args)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn(*args)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / reps
+
+
+def device_peaks(n: int = 8192) -> dict[str, float]:
+    """This GPU's matmul FLOP/s by precision (fp32 without TF32, as the fp32 runs use it) and its
+    copy bandwidth (bytes read plus written): the what-if recipes' roofline inputs."""
+    out: dict[str, float] = {}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for name, dt in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        a = torch.randn(n, n, device="cuda", dtype=dt)
+        out[f"matmul_{name}_flops"] = 2 * n**3 / _timed(torch.matmul, 10, a, a)
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    out["copy_bytes_per_s"] = 2 * src.numel() / _timed(torch.empty_like(src).copy_, 20, src)
+    torch.cuda.empty_cache()
+    return out
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    global TINY
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("models", nargs="+", choices=sorted(MODELS))
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=None)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
+    ap.add_argument("--tiny", action="store_true", help="resnet and bert at a CPU smoke-test size")
+    ap.add_argument("--peaks", action="store_true", help="also measure the GPU's peaks into OUT/peaks.json")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=30)
     ap.add_argument("--traced", type=int, default=3)
     ap.add_argument("--timed-after", type=int, default=20, help="untraced steps after the traced ones (default 20)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = ap.parse_args(argv)
+    TINY = args.tiny
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("record_truth: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 1
     torch.set_num_threads(args.threads)
-    variants = args.variants or [v for v in VARIANTS if v != "fp16" or torch.cuda.is_available()]
+    cuda = args.device == "cuda"
+    variants = args.variants or [v for v in VARIANTS if v not in CUDA_ONLY or cuda]
+    skipped = [v for v in variants if v in CUDA_ONLY and not cuda]
+    if skipped:
+        print(f"record_truth: {', '.join(skipped)} need CUDA: skipped on CPU", file=sys.stderr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.peaks and cuda:
+        peaks = device_peaks()
+        (args.out / "peaks.json").write_text(json.dumps(peaks, indent=1) + "\n")
+        print(json.dumps({"peaks": peaks}), flush=True)
     for name in args.models:
         for v in variants:
+            if v in skipped:
+                continue
             print(json.dumps(record(name, v, args.out, args)), flush=True)
     return 0
 

@@ -23,12 +23,13 @@ import json
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
 from chakra.converters.pytorch import convert_files
 from chakra.converters.pytorch.driver import Options
-from chakra.io import read_trace
+from chakra.io import read_trace, read_traces
 from chakra.record.manifest import truth_of
 from chakra.sim import SimOptions, simulate
 from chakra.sim.steps import step_time
@@ -64,44 +65,53 @@ def _recipe(name: str, variant: str, base: list, peaks: dict[str, float], device
         return recipes.fused_optimizer(base)
     if name == "amp":
         kw: dict[str, Any] = {"grad_scaler": variant == "fp16", "on": "gpu" if device == "cuda" else "cpu"}
-        if peaks.get("matmul_fp16_flops") and peaks.get("matmul_fp32_flops"):
-            kw.update(compute_speedup=peaks["matmul_fp16_flops"] / peaks["matmul_fp32_flops"], memory_speedup=1.0)
+        low = peaks.get(f"matmul_{variant}_flops")  # the measured peak of the precision the run used
+        if low and peaks.get("matmul_fp32_flops"):
+            kw.update(compute_speedup=low / peaks["matmul_fp32_flops"], memory_speedup=1.0)
         return recipes.amp(base, **kw)
     if name == "cuda-graphs":
         return recipes.cuda_graphs(base)
     raise ValueError(name)
 
 
-def validate(root: Path, peaks: Optional[dict[str, float]] = None) -> dict[str, Any]:
+def replay_row(folder: Path, work: Path) -> dict[str, Any]:
+    """One run's replay row; its two conversions stay under `work` (the recipes read them)."""
+    m = json.loads((folder / "manifest.json").read_text())
+    truth = truth_of(m)
+    _, est = convert(folder, work, "estimate")
+    _, fit = convert(folder, work, "measured")
+    cpu = m.get("untraced_thread_cpu_s", {}).get("median")
+    traced = m["traced_step_s"]  # a CUDA graph is captured in the warm-up: every traced step is a replay
+    return {
+        "run": folder.name,
+        "model": m.get("extra", {}).get("model", folder.name.rsplit("-", 1)[0]),
+        "variant": m.get("extra", {}).get("variant", folder.name.rsplit("-", 1)[-1]),
+        "device": m["device"]["type"],
+        "traced_ms": 1e3 * statistics.median(traced),
+        "untraced_ms": truth.step_ns / 1e6,
+        "truth": truth.what,
+        "untraced_wall_ms": 1e3 * m["untraced_step_s"]["median"],
+        "untraced_cpu_ms": 1e3 * cpu if cpu else None,
+        "drift": m.get("untraced_drift"),
+        "profiled_replay_ms": est["replay_profiled_ns"] / 1e6,
+        "trace_alone_ms": est["predicted_step_ns"] / 1e6,
+        "with_step_time_ms": fit["predicted_step_ns"] / 1e6,
+        "fit_notes": fit["notes"],
+    }
+
+
+def validate(root: Path, peaks: Optional[dict[str, float]] = None, jobs: int = 1) -> dict[str, Any]:
     peaks = peaks or {}
-    rows, recipe_rows = [], []
-    bases: dict[tuple[str, str], tuple[list, float]] = {}
+    folders = runs(root)
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in runs(root):
-            m = json.loads((folder / "manifest.json").read_text())
-            truth = truth_of(m)
-            est_traces, est = convert(folder, Path(tmp), "estimate")
-            fit_traces, fit = convert(folder, Path(tmp), "measured")
-            cpu = m.get("untraced_thread_cpu_s", {}).get("median")
-            rows.append(
-                {
-                    "run": folder.name,
-                    "model": m.get("extra", {}).get("model", folder.name.rsplit("-", 1)[0]),
-                    "variant": m.get("extra", {}).get("variant", folder.name.rsplit("-", 1)[-1]),
-                    "device": m["device"]["type"],
-                    "traced_ms": 1e3 * statistics.median(m["traced_step_s"]),
-                    "untraced_ms": truth.step_ns / 1e6,
-                    "truth": truth.what,
-                    "untraced_wall_ms": 1e3 * m["untraced_step_s"]["median"],
-                    "untraced_cpu_ms": 1e3 * cpu if cpu else None,
-                    "profiled_replay_ms": est["replay_profiled_ns"] / 1e6,
-                    "trace_alone_ms": est["predicted_step_ns"] / 1e6,
-                    "with_step_time_ms": fit["predicted_step_ns"] / 1e6,
-                    "fit_notes": fit["notes"],
-                }
-            )
-            bases[(folder.name, "estimate")] = (est_traces, 0.0)
-            bases[(folder.name, "measured")] = (fit_traces, 0.0)
+        work = Path(tmp)
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs) as pool:
+                rows = list(pool.map(replay_row, folders, [work] * len(folders)))
+        else:
+            rows = [replay_row(f, work) for f in folders]
+        recipe_rows = []
+        bases: dict[tuple[str, str], tuple[list, float]] = {}
         by = {(r["model"], r["variant"]): r for r in rows}
         for (model, variant), r in sorted(by.items()):
             if variant not in RECIPE_OF or (model, "fp32") not in by:
@@ -111,10 +121,10 @@ def validate(root: Path, peaks: Optional[dict[str, float]] = None) -> dict[str, 
             row: dict[str, Any] = {"model": model, "recipe": recipe, "variant": variant,
                                    "real_speedup": base_row["untraced_ms"] / r["untraced_ms"]}  # fmt: skip
             for mode in ("measured", "estimate"):
+                if (base_row["run"], mode) not in bases:
+                    traces = read_traces([work / f"{base_row['run']}-{mode}"])
+                    bases[(base_row["run"], mode)] = (traces, replay_step_ns(traces, "model"))
                 traces, base_ns = bases[(base_row["run"], mode)]
-                if not base_ns:
-                    base_ns = replay_step_ns(traces, "model")
-                    bases[(base_row["run"], mode)] = (traces, base_ns)
                 w = _recipe(recipe, variant, traces, peaks, base_row["device"])
                 pred = replay_step_ns(w.traces, "model")
                 row[f"predicted_speedup_{mode}"] = base_ns / pred
@@ -128,14 +138,15 @@ def err(p: float, m: float) -> float:
 
 def markdown(res: dict[str, Any]) -> str:
     lines = [
-        "| run | traced | untraced (truth) | untraced wall | profiled replay | trace alone | error "
+        "| run | traced | untraced (truth) | untraced wall | drift | profiled replay | trace alone | error "
         "| with step time | error |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["replay"]:
         u = r["untraced_ms"]
         lines.append(
             f"| {r['run']} | {r['traced_ms']:.2f} | {u:.2f} ({r['truth']}) | {r['untraced_wall_ms']:.2f} | "
+            f"{'' if r['drift'] is None else format(100 * r['drift'], '+.0f') + '%'} | "
             f"{r['profiled_replay_ms']:.2f} | {r['trace_alone_ms']:.2f} | {err(r['trace_alone_ms'], u):+.1f}% | "
             f"{r['with_step_time_ms']:.2f} | {err(r['with_step_time_ms'], u):+.1f}% |"
         )
@@ -160,14 +171,21 @@ def markdown(res: dict[str, Any]) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", type=Path, help="folder of run folders (tools/record_truth.py --out)")
-    ap.add_argument("--peaks", type=Path, help="JSON with matmul_fp32_flops, matmul_fp16_flops, copy_bytes_per_s")
+    ap.add_argument(
+        "--peaks",
+        type=Path,
+        help="JSON with matmul_{fp32,fp16,bf16}_flops and copy_bytes_per_s "
+        "(default: ROOT/peaks.json when there, as record_truth.py --peaks writes it)",
+    )
+    ap.add_argument("--jobs", type=int, default=1, help="runs converted at once (default 1)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not runs(args.root):
         print(f"{args.root}: no run folders with a manifest.json", file=sys.stderr)
         return 1
-    peaks = json.loads(args.peaks.read_text()) if args.peaks else None
-    res = validate(args.root, peaks)
+    peaks_file = args.peaks or (args.root / "peaks.json" if (args.root / "peaks.json").exists() else None)
+    peaks = json.loads(peaks_file.read_text()) if peaks_file else None
+    res = validate(args.root, peaks, args.jobs)
     print(json.dumps(res, indent=1) if args.json else markdown(res))
     return 0
 
