@@ -216,6 +216,16 @@ class Recorder:
         tmp.write_text(json.dumps(self.manifest(), indent=1) + "\n")
         os.replace(tmp, self.manifest_path)
 
+    def _preemption(self, device: str) -> dict[str, float]:
+        """A one-threaded CPU run's traced steps: how much longer by wall clock than on the thread's
+        CPU (other processes' turns on its core, which the recorded operator durations hold too,
+        and which no removal of the profiler's cost can tell from the trace: re-record such a run
+        at a higher priority)."""
+        pairs = [(w, c) for w, c in zip(self.traced_s[1:], self.traced_cpu_s[1:]) if c > 0]
+        if device != "cpu" or self.torch.get_num_threads() != 1 or not pairs:
+            return {}
+        return {"traced_preemption": statistics.median(w / c - 1.0 for w, c in pairs)}
+
     def manifest(self) -> dict[str, Any]:
         torch = self.torch
         dev: dict[str, Any] = {"type": "cuda" if self.device.startswith("cuda") else "cpu"}
@@ -252,6 +262,7 @@ class Recorder:
             "traced_steps": self.traced,
             "traced_step_s": traced,
             "traced_thread_cpu_s": self.traced_cpu_s[1:],
+            **self._preemption(dev["type"]),
             "files": self.files,
             "extra": self.extra,
         }
