@@ -252,3 +252,53 @@ def test_ddp_waits_follow_the_peer_and_the_collectives(tmp_path):
 
     step = step_time(traces, {r: v.finish_ns for r, v in sim.ranks.items()}, sim.node_times).step_ns
     assert step == pytest.approx(untraced_ns("ddp2"), rel=0.20)
+
+
+def test_fit_reaches_a_step_below_the_per_call_floor(tmp_path, run_cli, samples_dir):
+    """A CPU run whose host ran slower while traced than untraced: removing every per-call cost
+    still leaves the replay longer than the measured step, so the fit scales the host work left
+    after the profiler's costs by one share (the recorded MLP run, given a step 0.6x its truth)."""
+    d = samples_dir / "record" / "mlp-fused"
+    m = json.loads((d / "manifest.json").read_text())
+    target_ms = 0.6 * m["untraced_thread_cpu_s"]["median"] * 1e3
+    res = run_cli("convert", "pytorch", str(d / "et.0.json.gz"), "-k", str(d / "kineto.0.json.gz"),
+                  "-o", str(tmp_path / "mlp"), "--step-time", f"{target_ms:.4f}ms", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    o = json.loads(res.stdout)[0]["profiler_overhead"]
+    assert 0.0 < o["work_share"] < 1.0
+    assert any("the host ran slower while traced" in n for n in o["notes"]), o["notes"]
+    assert o["predicted_step_ns"] == pytest.approx(target_ms * 1e6, rel=0.03)
+    # the manifest's own step needs no such share: the record says nothing of it
+    res = run_cli("convert", "pytorch", str(d / "et.0.json.gz"), "-k", str(d / "kineto.0.json.gz"),
+                  "-o", str(tmp_path / "own"), "--json")  # fmt: skip
+    assert "work_share" not in json.loads(res.stdout)[0]["profiler_overhead"]
+
+
+def test_device_check_script_end_to_end_on_cpu(tmp_path):
+    """tools/gpu_truth_device.sh in its CPU mode: records each variant untraced and traced, then
+    converts and prints the replay and recipe tables (the GPU session's script, run small)."""
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "MODELS": "bert", "TIMED": "6", "PY": sys.executable,
+           "JOBS": "1"}  # fmt: skip
+    proc = subprocess.run([str(root / "tools" / "gpu_truth_device.sh"), "--device", "cpu", "--tiny"], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())
+    assert runs == ["bert-bf16", "bert-fp32", "bert-fused"]
+    for r in runs:
+        m = json.loads((tmp_path / "out" / "runs" / r / "manifest.json").read_text())
+        assert m["untraced_before_step_s"]["n"] == 6 and m["untraced_after_step_s"]["n"] == 10
+        assert m["extra"]["tiny"] is True and len(m["traced_step_s"]) == 3
+    table = json.loads((tmp_path / "out" / "table.json").read_text())
+    assert sorted(r["run"] for r in table["replay"]) == runs
+    for r in table["replay"]:
+        assert r["profiled_replay_ms"] == pytest.approx(r["traced_ms"], rel=0.1)  # the replay is exact
+        assert r["with_step_time_ms"] == pytest.approx(r["untraced_ms"], rel=0.03)
+    assert {(r["recipe"], r["variant"]) for r in table["recipes"]} == {("fused-optimizer", "fused"), ("amp", "bf16")}
+    text = (tmp_path / "out" / "table.md").read_text()
+    assert "| bert-fp32 |" in text and "with the step time within 3%: 3/3" in text
