@@ -301,4 +301,4 @@ def test_device_check_script_end_to_end_on_cpu(tmp_path):
         assert r["with_step_time_ms"] == pytest.approx(r["untraced_ms"], rel=0.03)
     assert {(r["recipe"], r["variant"]) for r in table["recipes"]} == {("fused-optimizer", "fused"), ("amp", "bf16")}
     text = (tmp_path / "out" / "table.md").read_text()
-    assert "| bert-fp32 |" in text and "with the step time within 3%: 3/3" in text
+    assert "| bert-fp32" in text and "with the step time within 3%: 3/3" in text
