@@ -31,6 +31,32 @@ class StepTruth:
     step_ns: float
     source: str  # the file(s), or "--step-time"
     what: str = "wall"  # "wall" (device-synchronised wall clock) or "thread CPU" (truth_of)
+    cautions: tuple[str, ...] = ()  # what makes this truth or the traced steps doubtful (cautions)
+
+
+#: Beyond these the manifest's figures are doubtful (docs/whatif-validation.md, the CPU section).
+PREEMPTED = 0.02  # the traced steps' wall clock over their thread CPU time, less 1
+DRIFT = 0.10  # the untraced steps after the traced ones against those before, less 1
+
+
+def cautions(doc: dict) -> tuple[str, ...]:
+    """What a Recorder manifest says against its own figures: traced steps that were preempted
+    (their operator times hold other processes' turns, which no removal of the profiler's cost can
+    tell apart), and an untraced step that moved between before and after the traced steps."""
+    out = []
+    pre = doc.get("traced_preemption")
+    if isinstance(pre, (int, float)) and pre > PREEMPTED:
+        out.append(
+            f"the traced steps were preempted (wall clock {100 * pre:.0f}% over the thread's CPU time): their "
+            "recorded times hold other processes' turns; re-record at a higher priority"
+        )
+    drift = doc.get("untraced_drift")
+    if isinstance(drift, (int, float)) and abs(drift) > DRIFT:
+        out.append(
+            f"the untraced step moved {100 * drift:+.0f}% between before and after the traced steps: "
+            "the measured step is uncertain by that much"
+        )
+    return tuple(out)
 
 
 def truth_of(doc: dict) -> StepTruth:
@@ -46,8 +72,8 @@ def truth_of(doc: dict) -> StepTruth:
     dev = doc.get("device") or {}
     cpu = (doc.get("untraced_thread_cpu_s") or {}).get("median")
     if dev.get("type") == "cpu" and dev.get("threads") == 1 and isinstance(cpu, (int, float)) and 0 < cpu < wall:
-        return StepTruth(float(cpu) * 1e9, "", "thread CPU")
-    return StepTruth(wall * 1e9, "", "wall")
+        return StepTruth(float(cpu) * 1e9, "", "thread CPU", cautions(doc))
+    return StepTruth(wall * 1e9, "", "wall", cautions(doc))
 
 
 def parse_step_time(text: str) -> float:
@@ -82,6 +108,7 @@ def find_truth(inputs: Iterable[Path]) -> Optional[StepTruth]:
         if folder not in folders:
             folders.append(folder)
     found: list[tuple[float, Path]] = []
+    notes: list[str] = []
     for folder in folders:
         candidates = sorted(folder.glob("manifest.json")) + sorted(folder.glob("manifest.*.json"))
         candidates += sorted(folder.glob("timing.json"))
@@ -95,11 +122,13 @@ def find_truth(inputs: Iterable[Path]) -> Optional[StepTruth]:
             value = _median_s(doc, path)
             if value is not None:
                 found.append((value, path))
+                if doc.get("kind") == "chakra.record":
+                    notes += [f"{path.name}: {c}" for c in cautions(doc)]
     if not found:
         return None
     value, _ = max(found)
     names = ", ".join(str(p) for _, p in found)
-    return StepTruth(value * 1e9, names)
+    return StepTruth(value * 1e9, names, cautions=tuple(notes))
 
 
-__all__ = ["StepTruth", "find_truth", "parse_step_time", "truth_of"]
+__all__ = ["StepTruth", "cautions", "find_truth", "parse_step_time", "truth_of"]

@@ -610,16 +610,19 @@ def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Pat
     from chakra.record.manifest import find_truth
 
     measured, source = options.step_time_ns, "--step-time"
+    cautions: tuple[str, ...] = ()
     if measured is None and options.overhead == "remove":
         truth = find_truth(inputs)
         if truth is not None:
-            measured, source = truth.step_ns, truth.source
+            measured, source, cautions = truth.step_ns, truth.source, truth.cautions
     several = len(paths) > 1 and options.overhead != "keep"
     if measured is None and not options.overhead_replay and not several:
         return
     traces = [read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
     if measured is not None and options.overhead != "keep":
-        rep = overhead.remove_overhead(traces, measured, measured_source=source, replay=options.overhead_replay)
+        rep = overhead.remove_overhead(
+            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions
+        )
         for p, t in zip(paths, traces):
             _rewrite(p, t)
         for r in results:

@@ -421,6 +421,7 @@ def remove_overhead(
     costs: Optional[Costs] = None,
     progress: Optional[Callable[[str], None]] = None,
     replay: bool = False,
+    notes: Sequence[str] = (),
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
 
@@ -428,7 +429,7 @@ def remove_overhead(
     step grows with it) until the replayed step is within 0.3% of it; a step time that the
     recorded durations already reach, or that no host time can reach, is said in the notes and
     the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
-    also gives the profiled and the predicted step).
+    also gives the profiled and the predicted step). `notes` go first into the report's notes.
     """
     say = progress or (lambda _m: None)
     costs = costs or estimate_costs(traces)
@@ -441,6 +442,7 @@ def remove_overhead(
 
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
+    rep.notes.extend(notes)  # the caller's: what the measured step's source says against itself
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))

@@ -302,3 +302,30 @@ def test_device_check_script_end_to_end_on_cpu(tmp_path):
     assert {(r["recipe"], r["variant"]) for r in table["recipes"]} == {("fused-optimizer", "fused"), ("amp", "bf16")}
     text = (tmp_path / "out" / "table.md").read_text()
     assert "| bert-fp32" in text and "with the step time within 3%: 3/3" in text
+
+
+def test_manifest_cautions_reach_the_conversion(tmp_path, run_cli, samples_dir):
+    """A manifest whose traced steps were preempted, or whose untraced step moved between before
+    and after the traced steps, says so in the conversion's notes. The recorded MLP run has
+    neither (drift under 10%, no preemption); its copy here carries the values two recordings of
+    docs/whatif-validation.md showed (A1 lstm-fused preempted 44% while traced, A2 cnn-fused drift -30%)."""
+    import shutil
+
+    from chakra.record.manifest import cautions
+
+    d = samples_dir / "record" / "mlp-fused"
+    m = json.loads((d / "manifest.json").read_text())
+    assert cautions(m) == ()
+    run = tmp_path / "run"
+    shutil.copytree(d, run)
+    m.update(traced_preemption=0.44, untraced_drift=-0.30)
+    (run / "manifest.json").write_text(json.dumps(m))
+    res = run_cli("convert", "pytorch", str(run / "et.0.json.gz"), "-k", str(run / "kineto.0.json.gz"),
+                  "-o", str(tmp_path / "out"), "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    notes = json.loads(res.stdout)[0]["profiler_overhead"]["notes"]
+    assert any("preempted (wall clock 44%" in n and n.startswith("manifest.json: ") for n in notes), notes
+    assert any("moved -30% between before and after" in n for n in notes), notes
+    text = run_cli("convert", "pytorch", str(run / "et.0.json.gz"), "-k", str(run / "kineto.0.json.gz"),
+                   "-o", str(tmp_path / "out2")).stdout  # fmt: skip
+    assert "re-record at a higher priority" in text.replace("\n", " ").replace("│", "").replace("  ", " ")
