@@ -1537,32 +1537,38 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
-def _read_shared(args: list, shared: dict[bytes, pb.Node]) -> list[Trace]:
+def _read_shared(args: list, raw: dict[int, bytes]) -> list[Trace]:
     """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
-    `shared`), each plain `.et` file through `chakra.sim.loading.read_framed`: the simulation that
-    follows in this process takes the same framed messages instead of reading the file again."""
+    `shared`), each plain `.et` file through `chakra.sim.loading.read_shared`: the simulation that
+    follows in this process takes the same nodes' rows instead of reading the file again. `raw`
+    gets id(node) -> the framed message each distinct node was read from."""
     from google.protobuf.message import DecodeError
 
     from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
-    from chakra.sim.loading import read_framed, shared_nodes
+    from chakra.sim.loading import read_shared
 
     out = []
+    shared: dict[bytes, pb.Node] = {}  # files read by read_trace (gzip, JSON, large)
+    store = None
     for pos, (rank, path) in enumerate(expand_trace_args(args)):
         rank = rank if rank is not None else rank_from_path(path)
         trace = None
-        messages = read_framed(path, keep=True)
-        if messages is not None:
-            head = messages[0]
-            try:
+        try:
+            got = read_shared(path)
+            if got is not None:
+                head, nodes, store = got
                 metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
-                trace = Trace(metadata=metadata, nodes=shared_nodes(messages, shared), rank=rank, path=path)
-            except DecodeError:
-                trace = None  # read_trace says where
+                trace = Trace(metadata=metadata, nodes=nodes, rank=rank, path=path)
+        except DecodeError:
+            trace = None  # read_trace says where
         if trace is None:
             trace = read_trace(path, rank=rank, shared=shared)
         if trace.rank is None:
             trace.rank = pos
         out.append(trace)
+    raw.update({id(node): framed for framed, node in shared.items()})
+    if store is not None:
+        raw.update(zip(map(id, store.nodes), store.messages))
     return out
 
 
@@ -1575,9 +1581,8 @@ def simulate_plan(
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
-    shared: dict[bytes, pb.Node] = {}
-    traces = given or _read_shared(args, shared)  # only read here: SPMD ranks share their nodes
-    raw = {id(node): framed for framed, node in shared.items()}  # what each distinct node was read from
+    raw: dict[int, bytes] = {}  # what each distinct node was read from
+    traces = given or _read_shared(args, raw)  # only read here: SPMD ranks share their nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
