@@ -231,6 +231,7 @@ class _Planner:
         memory: Optional[MemoryConfig] = None,
         summarise: bool = False,
         raw: Optional[dict[int, bytes]] = None,
+        rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -259,7 +260,7 @@ class _Planner:
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
         # with shared nodes each distinct node object is read once (by id: the traces hold every
         # node for the whole walk)
-        self.columns = _all_rank_columns(traces, shared_nodes)
+        self.columns, self._row_of = _all_rank_columns(traces, shared_nodes, rows)
         defined: dict[str, list[int]] = {}
         for cols in self.columns:
             defined.update(metadata_groups(cols.metadata))
@@ -273,6 +274,7 @@ class _Planner:
         self._deps_by_id: dict[int, tuple[int, ...]] = {}
         # compute nodes that raised nothing: their serialized bytes, or their ids when shared
         self.clean_compute: set[Any] = set()
+        self.clean_rows = _no_rows(len(self._row_of))  # the same, by distinct node's row (shared)
         # with shared nodes: id(node) -> its framed bytes, as read (`simulate_plan`); a compute node
         # not met before is then judged by its attributes' bytes (`_unjudged`): the ranks of a real
         # job differ in their durations, not in their kernels' attributes
@@ -495,9 +497,7 @@ class _Planner:
         order, types, suspects = cols.order, cols.types, cols.suspects
         if not self.shared_nodes:
             return list(range(len(order)))
-        clean = self.clean_compute
-        k = len(order)
-        judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
+        judged_clean = self.clean_rows[cols.rows]
         comp_rows = types == _COMP
         walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
         comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
@@ -511,7 +511,7 @@ class _Planner:
             for i, view in zip(comp, views):
                 key = tuple(view.attr)
                 if key in known:
-                    clean.add(id(order[i]))
+                    self._clean(id(order[i]))
                     judged.add(i)
                 else:
                     pending[i] = key
@@ -520,6 +520,12 @@ class _Planner:
         if suspects:
             walk = sorted({*walk, *suspects})
         return walk
+
+    def _clean(self, key: Any) -> None:
+        """A compute node (its bytes, or id with shared nodes) raised nothing: it raises nothing again."""
+        self.clean_compute.add(key)
+        if self.shared_nodes:
+            self.clean_rows[self._row_of[key]] = True
 
     def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
         """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
@@ -759,7 +765,7 @@ class _Planner:
         if t == _COMP:
             self.compute(r, n)
             if self.found == found:
-                self.clean_compute.add(clean_key)
+                self._clean(clean_key)
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             if r not in self.memory_ranks:
                 self.memory_ranks[r] = n  # judged once the rank's last nodes are known (memory_ends)
@@ -1034,6 +1040,7 @@ class _RankColumns:
     suspects: set[int]  # rows with a dependency on themselves, on a later id or on an absent id
     later: bool  # a dependency on a later id (only then can there be a cycle)
     metadata: list[pb.Node]  # METADATA nodes, in file order
+    rows: Any = None  # with shared nodes: each node's row among the distinct ones, in `order`'s order
 
 
 class _Columns:
@@ -1090,11 +1097,21 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
         if odd.any():
             suspects.update(np.repeat(np.arange(k), lens)[odd].tolist())
             later = later or bool((deps > child).any())
-    return _RankColumns(list(order), types, suspects, later, metadata)
+    return _RankColumns(list(order), types, suspects, later, metadata, rows)
 
 
-def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColumns]:
-    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once."""
+def _no_rows(n: int) -> Any:
+    import numpy as np
+
+    return np.zeros(n, dtype=bool)
+
+
+def _all_rank_columns(
+    traces: list[Trace], shared_nodes: bool, rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None
+) -> tuple[list[_RankColumns], dict[int, int]]:
+    """`_RankColumns` of every rank, and with shared nodes id(node) -> its row among the distinct
+    node objects, each of which is read once. `rows`: the distinct nodes and id(trace) -> its nodes'
+    rows among them, as read (`chakra.sim.loading.NodeStore`); a trace it lacks: found by identity."""
     import numpy as np
 
     if not shared_nodes:
@@ -1102,9 +1119,15 @@ def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColu
         for t in traces:
             cols = _Columns(t.nodes)
             out.append(_rank_columns(t.nodes, cols, np.arange(len(t.nodes))))
-        return out
-    index: dict[int, int] = {}
-    distinct: dict[int, pb.Node] = {}
+        return out, {}
+    if rows is not None and all(id(t) in rows[1] for t in traces):
+        distinct = rows[0]
+        index = dict(zip(map(id, distinct), range(len(distinct))))
+        rows_of = [rows[1][id(t)] for t in traces]
+        cols = _Columns(distinct)
+        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index
+    index = {}
+    found: dict[int, pb.Node] = {}
     rows_of = []
     for t in traces:
         keys = list(map(id, t.nodes))
@@ -1112,11 +1135,11 @@ def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColu
         if fresh:
             brought = list(map(fresh.__contains__, keys))
             new = dict(zip(compress(keys, brought), compress(t.nodes, brought)))
-            index.update(zip(new, range(len(distinct), len(distinct) + len(new))))
-            distinct.update(new)
+            index.update(zip(new, range(len(found), len(found) + len(new))))
+            found.update(new)
         rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
-    cols = _Columns(list(distinct.values()))
-    return [_rank_columns(t.nodes, cols, rows) for t, rows in zip(traces, rows_of)]
+    cols = _Columns(list(found.values()))
+    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index
 
 
 @functools.cache
@@ -1153,6 +1176,7 @@ def plan(
     memory: Optional[MemoryConfig] = None,
     summarise: bool = False,
     raw: Optional[dict[int, bytes]] = None,
+    rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -1166,7 +1190,8 @@ def plan(
     config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION). `summarise`: for
     the warnings only (`warning_lines`): findings of one kind are tallied (`Plan.tallies`) instead of
     kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d).
-    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`)."""
+    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`);
+    `rows`: with `shared_nodes`, the distinct nodes and id(trace) -> its nodes as their rows."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -1188,6 +1213,7 @@ def plan(
         memory,
         summarise,
         raw,
+        rows,
     ).run()
 
 
@@ -1537,11 +1563,12 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
-def _read_shared(args: list, raw: dict[int, bytes]) -> list[Trace]:
+def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tuple[list[Trace], list[pb.Node]]:
     """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
     `shared`), each plain `.et` file through `chakra.sim.loading.read_shared`: the simulation that
     follows in this process takes the same nodes' rows instead of reading the file again. `raw`
-    gets id(node) -> the framed message each distinct node was read from."""
+    gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) -> its
+    nodes' rows among the distinct nodes returned with the traces."""
     from google.protobuf.message import DecodeError
 
     from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
@@ -1556,9 +1583,10 @@ def _read_shared(args: list, raw: dict[int, bytes]) -> list[Trace]:
         try:
             got = read_shared(path)
             if got is not None:
-                head, nodes, store = got
+                head, nodes, node_rows, store = got
                 metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
                 trace = Trace(metadata=metadata, nodes=nodes, rank=rank, path=path)
+                rows[id(trace)] = node_rows
         except DecodeError:
             trace = None  # read_trace says where
         if trace is None:
@@ -1567,9 +1595,10 @@ def _read_shared(args: list, raw: dict[int, bytes]) -> list[Trace]:
             trace.rank = pos
         out.append(trace)
     raw.update({id(node): framed for framed, node in shared.items()})
-    if store is not None:
-        raw.update(zip(map(id, store.nodes), store.messages))
-    return out
+    if store is None:
+        return out, []
+    raw.update(zip(map(id, store.nodes), store.messages))
+    return out, store.nodes
 
 
 def simulate_plan(
@@ -1582,7 +1611,8 @@ def simulate_plan(
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
     raw: dict[int, bytes] = {}  # what each distinct node was read from
-    traces = given or _read_shared(args, raw)  # only read here: SPMD ranks share their nodes
+    rows: dict[int, Any] = {}
+    traces, distinct = (given, []) if given else _read_shared(args, raw, rows)  # SPMD ranks share nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
@@ -1598,6 +1628,7 @@ def simulate_plan(
             memory=mem,
             summarise=True,
             raw=raw,
+            rows=(distinct, rows),
         )
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None

@@ -74,7 +74,13 @@ class NodeStore:
             fresh = list(dict.fromkeys(compress(framed, map(is_, got, repeat(None)))))
             index.update(zip(fresh, range(start, start + len(fresh))))
             self.messages.extend(fresh)
-            got = list(map(index.__getitem__, framed))
+            at = got.index(None)
+            while True:  # the new messages' rows (C-level search: a rank brings few)
+                got[at] = index[framed[at]]
+                try:
+                    at = got.index(None, at + 1)
+                except ValueError:
+                    break
         return np.array(got, dtype=np.int64)
 
     def decoded(self, rows: Any) -> list[Any]:
@@ -143,10 +149,11 @@ def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], NodeStore]]:
-    """A plain `.et` file's GlobalMetadata message and decoded nodes, each distinct node one object
-    shared with the other files read so (None: gzip, JSON or over `WHOLE_FILE_BYTES`, read those with
-    `chakra.io.read_trace`): what the ASTRA-sim checks read. The next `RankLoader.load` of this file
+def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], Any, NodeStore]]:
+    """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one object
+    shared with the other files read so), their rows and the job's store they are rows of (None:
+    gzip, JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the
+    ASTRA-sim checks read. The next `RankLoader.load` of this file
     in this process takes the nodes' rows in the job's store instead of reading the file again.
     Raises DecodeError on a node that does not decode (`chakra.io.read_trace` says where)."""
     global _STORE
@@ -160,7 +167,7 @@ def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], NodeStore]]:
     key = _file_key(path)
     if key is not None:
         _FRAMED[key] = (messages[0], rows)
-    return messages[0], nodes, store
+    return messages[0], nodes, rows, store
 
 
 def forget_framed() -> None:

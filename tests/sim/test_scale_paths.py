@@ -82,8 +82,8 @@ def test_files_read_for_the_checks_are_taken_by_the_simulation_and_stay_exact(tm
     try:
         read = [loading.read_shared(f) for f in files]
         assert all(read) and len(loading._FRAMED) == 8
-        store = read[0][2]
-        assert all(r[2] is store for r in read)  # one store for the job: equal nodes are one object
+        store = read[0][3]
+        assert all(r[3] is store for r in read)  # one store for the job: equal nodes are one object
         assert len(store) < sum(len(r[1]) for r in read)  # the ranks repeat nodes
         messages, rows = loading._take_framed(files[0], store)
         assert messages == loading.file_messages(files[0])  # the file's own messages, not re-read
