@@ -464,12 +464,18 @@ def table_from_et(
 
 
 def table_from_messages(
-    path: Path, messages: list[bytes], *, names: bool = False, missing_deps: str = "error", memo: Optional[dict] = None
+    path: Path,
+    messages: list[bytes],
+    *,
+    attrs: bool = True,
+    names: bool = False,
+    missing_deps: str = "error",
+    memo: Optional[dict] = None,
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
-    """`table_from_et` (the simulator's columns) of a plain `.et` file already read and framed
-    into its messages, GlobalMetadata first (`chakra.sim.twins.file_messages`): the bytes are not
-    read or framed a second time."""
-    return _table_from_batches(path, _message_batches(messages), True, names, missing_deps, memo)
+    """`table_from_et` of a plain `.et` file already read and framed into its messages,
+    GlobalMetadata first (`chakra.feeder.reading.file_messages`): the bytes are not read or framed
+    a second time."""
+    return _table_from_batches(path, _message_batches(messages), attrs, names, missing_deps, memo)
 
 
 def _message_batches(messages: list[bytes]) -> Any:

@@ -3,12 +3,13 @@
 One entry, `RankLoader.load(rank, source) -> RankEngine`, holds the whole path a rank's trace takes
 before it runs, in this order:
 
-1. read and frame: a plain `.et` file is read in one call and split into its messages, GlobalMetadata
-   first (`chakra.sim.twins.file_messages`), and each Node message becomes a row of the job's
-   `NodeStore` (the distinct messages of all its files: real ranks differ in durations but repeat
-   most nodes byte for byte). The ASTRA-sim checks `chakra simulate` runs first read the files the
-   same way (`read_shared`: the decoded nodes, one object per distinct message) and leave each
-   file's rows for this step, so a file is read and framed once per command;
+1. read and frame (`chakra.feeder.reading`, where the feeder reads its ranks too): a plain `.et`
+   file is read in one call and split into its messages, GlobalMetadata first (`file_messages`),
+   and each Node message becomes a row of the job's `NodeStore` (the distinct messages of all its
+   files: real ranks differ in durations but repeat most nodes byte for byte). The ASTRA-sim
+   checks `chakra simulate` runs first read the files the same way (`read_shared`: the decoded
+   nodes, one object per distinct message) and leave each file's rows for this step, so a file is
+   read and framed once per command;
 2. compare with a template: a file whose nodes differ from an earlier rank's only in communication
    attributes (peers, tags, sizes, process groups) takes that rank's compiled arrays with its own
    communication rows (`chakra.sim.twins`); a file whose nodes are byte-identical to an earlier
@@ -18,9 +19,9 @@ before it runs, in this order:
    with numpy) and compiled into a `RankEngine`, which then serves as a template for the ranks
    after it.
 
-Compressed, JSON-form and very large files (over `chakra.sim.twins.WHOLE_FILE_BYTES`) and
-in-memory `Trace`s skip the store and step 2's byte comparison and are indexed from their own
-reader (`load_table`).
+Compressed, JSON-form and very large files (over `chakra.feeder.reading.WHOLE_FILE_BYTES`) and
+in-memory `Trace`s skip the store and step 2's byte comparison and are indexed as they are read
+(`load_table`: `chakra.feeder.reading.read_rank`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ConfigError, InputError, TraceFormatError
+from chakra.feeder.reading import file_messages, read_rank
 from chakra.feeder.table import MEMO_LIMIT
-from chakra.io import is_json_file, read_trace
 from chakra.schema import pb
 from chakra.sim.compiler import RankEngine
-from chakra.sim.twins import Twins, file_digest, file_messages
+from chakra.sim.twins import Twins, file_digest
 from chakra.sim.twins import digest as nodes_digest
 from chakra.trace import Trace
 
@@ -203,23 +204,16 @@ def load_table(
     memo: Optional[dict] = None,
     messages: Optional[list[bytes]] = None,
 ) -> Any:
-    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
+    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace, read by
+    `chakra.feeder.reading.read_rank` (the feeder's reading too).
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
     option that accepts it); "drop" ignores such edges, as traces from the official converter need.
     `messages`: the file's framed messages, already read (`file_messages`)."""
-    from chakra.feeder.table import table_from_et, table_from_messages, table_from_nodes
-
     if missing_deps not in MISSING_DEPS:
         raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
     try:
-        if messages is not None:
-            return table_from_messages(source, messages, names=names, missing_deps=missing_deps, memo=memo)[1]
-        if isinstance(source, Trace):
-            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
-        if is_json_file(source):
-            return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
-        return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
+        return read_rank(source, names=names, missing_deps=missing_deps, memo=memo, messages=messages).table
     except TraceFormatError as exc:
         if missing_deps == "error" and "does not exist" in str(exc):
             raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
