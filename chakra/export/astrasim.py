@@ -53,7 +53,7 @@ from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
-from chakra.schema.attrs import read_attrs, set_attr
+from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import MemoryConfig, NetworkConfig, SystemConfig, default_network
 from chakra.trace import Trace, rank_set_problem
@@ -82,6 +82,9 @@ KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 # plain ints for the per-node tests (an IntEnum member costs a class lookup and a slower compare)
 _COMP, _COLL, _METADATA = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), int(NodeType.METADATA_NODE)
+_SEND = int(NodeType.COMM_SEND_NODE)
+_P2P_OR_COLL = frozenset({_COLL, _SEND, int(NodeType.COMM_RECV_NODE)})
+_UNSET: Any = object()
 
 
 @dataclass
@@ -260,7 +263,7 @@ class _Planner:
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
         # with shared nodes each distinct node object is read once (by id: the traces hold every
         # node for the whole walk)
-        self.columns, self._row_of = _all_rank_columns(traces, shared_nodes, rows)
+        self.columns, self._row_of, self._distinct = _all_rank_columns(traces, shared_nodes, rows)
         defined: dict[str, list[int]] = {}
         for cols in self.columns:
             defined.update(metadata_groups(cols.metadata))
@@ -283,6 +286,9 @@ class _Planner:
         self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
+        # with shared nodes: id(node) -> what `_plain_comm` needs of a communication node, or None
+        self._plain: dict[int, Optional[tuple]] = {}
+        self._member_sets: dict[str, frozenset[int]] = {}
 
     def _read(self, n: pb.Node) -> None:
         """Read a node's attributes once for all the checks of the node."""
@@ -408,7 +414,28 @@ class _Planner:
 
     # ----------------------------------------------------------------------------------- walking
 
+    def _read_ahead(self) -> None:
+        """With shared nodes and their bytes: `_read` of every distinct node but the compute nodes
+        (whose checks `_to_walk` settles by their attributes' bytes), from one upb call over their
+        attributes' bytes, each distinct attribute decoded once (`read_attr_bytes`): a rank's process
+        groups, peers and sizes make its communication nodes its own, but their attributes repeat."""
+        if not self.shared_nodes or self.raw is None or self._distinct is None:
+            return
+        import numpy as np
+
+        nodes, types = self._distinct
+        raw = self.raw
+        todo = [n for n in map(nodes.__getitem__, np.flatnonzero(types != _COMP).tolist()) if id(n) in raw]
+        if not todo:
+            return
+        views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(n)] for n in todo])).nodes
+        memo: dict = {}
+        got = self._read_by_id
+        for n, view in zip(todo, views):
+            got[id(n)] = read_attr_bytes(view.attr, memo)
+
     def run(self) -> Plan:
+        self._read_ahead()
         rename, members = self.resolve_groups()
         missing: dict[int, int] = {}
         colls: dict[str, dict[int, list[tuple[pb.Node, int]]]] = defaultdict(lambda: defaultdict(list))
@@ -733,6 +760,8 @@ class _Planner:
 
     def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
         t = n.type
+        if self.shared_nodes and t in _P2P_OR_COLL and self._plain_comm(r, n, t, rename, members, colls, sends, recvs):
+            return
         # A compute node's checks depend on its content and the configs only: one that raised
         # nothing on one rank raises nothing on the next (SPMD ranks repeat them byte for byte).
         clean_key = None
@@ -799,6 +828,65 @@ class _Planner:
             size = 1
         key = (src, dst, int(self.get(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
+
+    def _plain_comm(
+        self, r: int, n: pb.Node, t: int, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict
+    ) -> bool:
+        """`node` of a communication node whose checks raise nothing and fix nothing on this rank,
+        from what they read of it (kept per shared object: a rank's process groups and peers make
+        most of its communication nodes its own, but their verdicts repeat). False: not such a
+        node, `node` walks it."""
+        got = self._plain.get(id(n), _UNSET)
+        if got is _UNSET:
+            got = self._plain[id(n)] = self._plain_reading(n, t, rename, members)
+        if got is None:
+            return False
+        if t == _COLL:
+            group, world, sub, pg, size = got
+            if r not in group or self.fixes[r].get(n.id) is not None:
+                return False
+            if sub is not None:
+                self.subgroups[r][sub].add(pg)
+            colls[pg][r].append((n, size))
+            self.coll_order[r].append((n, world))
+            return True
+        me, key, size = got
+        if me != r:
+            return False
+        (sends if t == _SEND else recvs)[key].append((r, n, size))
+        return True
+
+    def _plain_reading(self, n: pb.Node, t: int, rename: dict, members: dict) -> Optional[tuple]:
+        """For `_plain_comm`: a collective's (members, over every rank?, its type where it runs on a
+        subgroup, process group, size), a send's or receive's (own rank, (src, dst, tag), size), or
+        None where `node`'s checks could raise or fix something on some rank."""
+        self._read(n)
+        v = self._values
+        if v.get("is_cpu_op") is True or any(found != "none" for _, found, _ in self._misplaced):
+            return None
+        if t == _COLL:
+            ctype, size = v.get("comm_type"), v.get("comm_size")
+            if not isinstance(ctype, int) or not isinstance(size, int) or ctype not in NETWORK_COLLECTIVES:
+                return None
+            pg = str(v.get("pg_name") or "")
+            group = members.get(rename.get(pg, pg), ())
+            if rename.get(pg, pg) != pg or pg in ("", "0") or len(group) < 2:
+                return None
+            splits = max(1, self.sysc.preferred_dataset_splits)
+            if ctype == CollectiveType.ALL_GATHER and 0 <= size < splits:
+                return None
+            halving = "halvingDoubling" in self.sysc.implementation("all_reduce")
+            if ctype == CollectiveType.ALL_REDUCE and halving and 0 <= size < splits * 2 * self.n:
+                return None
+            sub = ctype if len(group) < self.n and ctype in _IMPL_KEY else None
+            members_set = self._member_sets.get(pg)
+            if members_set is None:
+                members_set = self._member_sets[pg] = frozenset(group)
+            return members_set, len(group) == self.n, sub, pg, size
+        src, dst, size = v.get("comm_src"), v.get("comm_dst"), v.get("comm_size")
+        if not all(isinstance(x, int) for x in (src, dst, size)) or src == dst or size <= 0:
+            return None
+        return (src if t == _SEND else dst), (src, dst, int(v.get("comm_tag") or 0)), size
 
     def compute(self, r: int, n: pb.Node) -> None:
         if self.get(n, "is_cpu_op") is True:
@@ -1108,10 +1196,11 @@ def _no_rows(n: int) -> Any:
 
 def _all_rank_columns(
     traces: list[Trace], shared_nodes: bool, rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None
-) -> tuple[list[_RankColumns], dict[int, int]]:
+) -> tuple[list[_RankColumns], dict[int, int], Optional[tuple[list[pb.Node], Any]]]:
     """`_RankColumns` of every rank, and with shared nodes id(node) -> its row among the distinct
-    node objects, each of which is read once. `rows`: the distinct nodes and id(trace) -> its nodes'
-    rows among them, as read (`chakra.sim.loading.NodeStore`); a trace it lacks: found by identity."""
+    node objects, each of which is read once, and those objects with their types. `rows`: the
+    distinct nodes and id(trace) -> its nodes' rows among them, as read
+    (`chakra.sim.loading.NodeStore`); a trace it lacks: found by identity."""
     import numpy as np
 
     if not shared_nodes:
@@ -1119,13 +1208,13 @@ def _all_rank_columns(
         for t in traces:
             cols = _Columns(t.nodes)
             out.append(_rank_columns(t.nodes, cols, np.arange(len(t.nodes))))
-        return out, {}
+        return out, {}, None
     if rows is not None and all(id(t) in rows[1] for t in traces):
         distinct = rows[0]
         index = dict(zip(map(id, distinct), range(len(distinct))))
         rows_of = [rows[1][id(t)] for t in traces]
         cols = _Columns(distinct)
-        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index
+        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
     index = {}
     found: dict[int, pb.Node] = {}
     rows_of = []
@@ -1138,8 +1227,9 @@ def _all_rank_columns(
             index.update(zip(new, range(len(found), len(found) + len(new))))
             found.update(new)
         rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
-    cols = _Columns(list(found.values()))
-    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index
+    distinct = list(found.values())
+    cols = _Columns(distinct)
+    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
 
 
 @functools.cache
