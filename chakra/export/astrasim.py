@@ -288,6 +288,16 @@ class _Planner:
         self._misplaced: list[tuple[str, str, str]] = []
         # with shared nodes: id(node) -> what `_plain_comm` needs of a communication node, or None
         self._plain: dict[int, Optional[tuple]] = {}
+        # with shared nodes and summarised findings: what a compute node's checks did (each finding's
+        # kind and whether it had a fix, and the counts it raised), by its attributes' bytes and by
+        # distinct node row: a compute node's checks read only its attributes and the configs, so
+        # another with the same attributes does the same (`_replay`: files that were never exported
+        # raise `cpu-compute` on every kernel of every rank)
+        self._verdicts: list[tuple[list[tuple[str, bool]], dict[str, int]]] = []
+        self._verdict_by_attrs: dict[tuple[bytes, ...], int] = {}
+        replays = summarise and shared_nodes and raw is not None  # only fixes are per node: not kept there
+        self._verdict_of_row = _no_rows(len(self._row_of) if replays else 0).astype("int32") - 1
+        self._trail: Optional[list[tuple[str, bool]]] = None
         self._member_sets: dict[str, frozenset[int]] = {}
 
     def _read(self, n: pb.Node) -> None:
@@ -333,6 +343,8 @@ class _Planner:
         nid, name = (node.id, node.name) if node is not None else (None, "")
         issue = Issue(rank, nid, name, code, reason, fix, severity)
         self.found += 1
+        if self._trail is not None:
+            self._trail.append((code, bool(fix)))
         if self.summarise and code not in UNSUMMARISED:
             tally = self.tallies.get(code)
             if tally is None:
@@ -460,18 +472,28 @@ class _Planner:
                 )
             bad = 0
             pending: dict[int, tuple[bytes, ...]] = {}
-            for i in self._to_walk(cols, pending):
+            replayed: list[int] = []
+            walk = self._to_walk(cols, pending, replayed)
+            again = set(replayed).intersection(suspects) if replayed and suspects else set()
+            for i in walk:
                 n = order[i]
                 if i in suspects:
                     nid, ds = n.id, deps(n)
                     self._dep_findings(r, n, ds, ids, bad)
                     bad += sum(1 for d in ds if d != nid and d not in ids)
+                    if i in again:
+                        continue  # its checks are replayed below
                 if shared and n.type == _COMP and id(n) in clean:
                     continue  # see `node`: a compute node that raised nothing raises nothing again
-                self.node(r, n, rename, members, colls, sends, recvs)
                 key = pending.get(i)
+                if key is not None and self._verdict_of_row.size:
+                    self._record(r, n, key, int(cols.rows[i]), rename, members, colls, sends, recvs)
+                else:
+                    self.node(r, n, rename, members, colls, sends, recvs)
                 if key is not None and id(n) in clean:
                     self.clean_attrs.add(key)
+            if replayed:
+                self._replay(r, cols, replayed)
             by_id = None
             # every dependency on an earlier id (or the node itself, reported above): a DAG
             for child, parent in cycle_breaking_edges(t.nodes) if later else ():
@@ -513,12 +535,13 @@ class _Planner:
                     tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes,
                     tallies=self.tallies)  # fmt: skip
 
-    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]]) -> list[int]:
+    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]], replayed: list[int]) -> list[int]:
         """Rows of `order` the walk must look at: those with a dependency to look at (`suspects`),
         and every node but the compute nodes already known to raise nothing. With shared nodes and
         their bytes (`raw`), a compute node met for the first time is known clean when another
         compute node with the same attributes (byte for byte) was: its checks read nothing else.
-        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes)."""
+        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes),
+        `replayed` the compute nodes whose findings are known (`_replay`), left out of the walk."""
         import numpy as np
 
         order, types, suspects = cols.order, cols.types, cols.suspects
@@ -526,6 +549,10 @@ class _Planner:
             return list(range(len(order)))
         judged_clean = self.clean_rows[cols.rows]
         comp_rows = types == _COMP
+        if self._verdict_of_row.size:
+            known = comp_rows & ~judged_clean & (self._verdict_of_row[cols.rows] >= 0)
+            replayed.extend(np.flatnonzero(known).tolist())
+            judged_clean = judged_clean | known
         walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
         comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
         if comp and self.raw is not None:
@@ -535,10 +562,15 @@ class _Planner:
             views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
             known = self.clean_attrs
             judged = set()
+            verdicts = self._verdict_by_attrs
             for i, view in zip(comp, views):
                 key = tuple(view.attr)
                 if key in known:
                     self._clean(id(order[i]))
+                    judged.add(i)
+                elif key in verdicts:
+                    self._verdict_of_row[cols.rows[i]] = verdicts[key]
+                    replayed.append(i)
                     judged.add(i)
                 else:
                     pending[i] = key
@@ -547,6 +579,60 @@ class _Planner:
         if suspects:
             walk = sorted({*walk, *suspects})
         return walk
+
+    def _record(
+        self,
+        r: int,
+        n: pb.Node,
+        key: tuple[bytes, ...],
+        row: int,
+        rename: dict,
+        members: dict,
+        colls: dict,
+        sends: dict,
+        recvs: dict,
+    ) -> None:
+        """`node` of a compute node met for the first time, keeping what its checks did for the
+        compute nodes with the same attributes (`_replay`)."""
+        counts = dict(self.counts)
+        self._trail = []
+        try:
+            self.node(r, n, rename, members, colls, sends, recvs)
+            trail = self._trail
+        finally:
+            self._trail = None
+        if not trail or any(code in UNSUMMARISED for code, _ in trail):
+            return
+        raised = {k: v - counts.get(k, 0) for k, v in self.counts.items() if v != counts.get(k, 0)}
+        vid = self._verdict_by_attrs[key] = len(self._verdicts)
+        self._verdicts.append((trail, raised))
+        self._verdict_of_row[row] = vid
+
+    def _replay(self, r: int, cols: _RankColumns, replayed: list[int]) -> None:
+        """What the checks of these compute nodes of rank `r` do, from the compute node with the same
+        attributes met before (`_record`), tallied in bulk: the same counts, ranks, node ids and
+        fixes as finding them one by one (`Tally.add`)."""
+        import numpy as np
+
+        at = np.asarray(replayed, dtype=np.int64)
+        vids = self._verdict_of_row[cols.rows[at]]
+        for vid in np.unique(vids).tolist():
+            sel = at[vids == vid]
+            k = len(sel)
+            trail, raised = self._verdicts[vid]
+            node_ids = cols.ids[sel].tolist()
+            for code, fixed in trail:
+                tally = self.tallies[code]
+                tally.count += k
+                tally.ranks.add(r)
+                tally.nodes.update(node_ids)
+                if len(tally.nodes) > 64 * _TALLY_NODES:
+                    tally.nodes = set(sorted(tally.nodes)[:_TALLY_NODES])
+                if not fixed:
+                    tally.unfixed = True
+            self.found += k * len(trail)
+            for name, count in raised.items():
+                self.counts[name] += k * count
 
     def _clean(self, key: Any) -> None:
         """A compute node (its bytes, or id with shared nodes) raised nothing: it raises nothing again."""
@@ -1129,6 +1215,7 @@ class _RankColumns:
     later: bool  # a dependency on a later id (only then can there be a cycle)
     metadata: list[pb.Node]  # METADATA nodes, in file order
     rows: Any = None  # with shared nodes: each node's row among the distinct ones, in `order`'s order
+    ids: Any = None  # numpy: the nodes' ids, in `order`'s order
 
 
 class _Columns:
@@ -1185,7 +1272,7 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
         if odd.any():
             suspects.update(np.repeat(np.arange(k), lens)[odd].tolist())
             later = later or bool((deps > child).any())
-    return _RankColumns(list(order), types, suspects, later, metadata, rows)
+    return _RankColumns(list(order), types, suspects, later, metadata, rows, ids)
 
 
 def _no_rows(n: int) -> Any:

@@ -228,9 +228,13 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         assert grouped(summary.issues, summary.tallies) == grouped(plain.issues)
         assert dict(summary.counts) == dict(plain.counts)
         assert len(summary.issues) == len({i.code for i in plain.issues})
-        # ... and as the command reads them (framed once, for the simulation too)
+        # ... and as the command reads them (framed once, for the simulation too; a compute node's
+        # findings replayed on the compute nodes with the same attributes)
         try:
-            assert warning_lines(simulate_plan(str(prefix), None, None, None, backend)) == warning_lines(plain)
+            read = simulate_plan(str(prefix), None, None, None, backend)
+            assert warning_lines(read) == warning_lines(plain)
+            assert grouped(read.issues, read.tallies) == grouped(plain.issues)
+            assert dict(read.counts) == dict(plain.counts)
         finally:
             forget_framed()
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
