@@ -35,7 +35,6 @@ from typing import Any, Optional
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.feeder.reading import file_messages, read_rank
 from chakra.feeder.table import MEMO_LIMIT
-from chakra.schema import pb
 from chakra.sim.compiler import RankEngine
 from chakra.sim.twins import Twins, file_digest
 from chakra.sim.twins import digest as nodes_digest
@@ -154,9 +153,9 @@ def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], Any, NodeStore]]
     """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one object
     shared with the other files read so), their rows and the job's store they are rows of (None:
     gzip, JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the
-    ASTRA-sim checks read. The next `RankLoader.load` of this file
-    in this process takes the nodes' rows in the job's store instead of reading the file again.
-    Raises DecodeError on a node that does not decode (`chakra.io.read_trace` says where)."""
+    ASTRA-sim checks read. The next `RankLoader.load` of this file in this process takes the nodes'
+    rows in the job's store instead of reading the file again. Raises DecodeError on a node that
+    does not decode (`chakra.io.read_trace` says where)."""
     global _STORE
     messages = file_messages(path)
     if messages is None:
@@ -298,17 +297,13 @@ class RankLoader:
 
     def _gathered(self, source: Path, messages: list[bytes], rows: Any) -> Any:
         """`NodeStore.table` with `load_table`'s errors; None where a node does not decode
-        (`load_table` then says which, and where)."""
+        (`load_table` then says which, and where). `file_messages` checked the GlobalMetadata."""
         from google.protobuf.message import DecodeError
-
-        from chakra.io import _prefix_size
 
         if self.missing_deps not in MISSING_DEPS:
             raise ConfigError(f"--missing-deps must be error or drop, not {self.missing_deps!r}")
-        head = messages[0]
         try:
-            pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
-            return self.store.table(source, rows, len(head), self.names, self.missing_deps)
+            return self.store.table(source, rows, len(messages[0]), self.names, self.missing_deps)
         except DecodeError:
             return None
         except TraceFormatError as exc:
