@@ -110,13 +110,14 @@ class NodeStore:
         if self.columns is None:
             self.columns = DistinctColumns()
         fresh = self.columns.missing(rows)
-        if len(fresh):
-            framed = list(map(self.messages.__getitem__, fresh.tolist()))
-            if int(fresh[-1]) < len(self.nodes):
-                nodes = list(map(self.nodes.__getitem__, fresh.tolist()))  # decoded for the checks
+        for i in range(0, len(fresh), 1024):  # decoded a batch at a time: bounded memory
+            at = fresh[i : i + 1024]
+            framed = list(map(self.messages.__getitem__, at.tolist()))
+            if int(at[-1]) < len(self.nodes):
+                nodes = list(map(self.nodes.__getitem__, at.tolist()))  # decoded for the checks
             else:
                 nodes = _parse(framed)
-            self.columns.add(path, fresh, nodes, framed)
+            self.columns.add(path, at, nodes, framed)
         return self.columns.table(path, rows, head, names, missing_deps, self._node)
 
     def _node(self, row: int) -> Any:
@@ -177,9 +178,9 @@ def forget_framed() -> None:
     _STORE = None
 
 
-def _take_framed(path: Path, store: NodeStore) -> tuple[Optional[list[bytes]], Any]:
+def _take_framed(path: Path, store: NodeStore, shared: bool = True) -> tuple[Optional[list[bytes]], Any]:
     """A file's messages (`file_messages`) and its nodes' rows in `store` (None: not a plain
-    `.et` file), from `read_shared` when it read the file into this store."""
+    `.et` file; no rows unless `shared`), from `read_shared` when it read the file into this store."""
     if _FRAMED and _STORE is store:
         key = _file_key(path)
         got = _FRAMED.pop(key, None) if key is not None else None
@@ -189,8 +190,8 @@ def _take_framed(path: Path, store: NodeStore) -> tuple[Optional[list[bytes]], A
                 forget_framed()  # every file taken: the loader holds the store from here
             return [head, *map(store.messages.__getitem__, rows.tolist())], rows
     messages = file_messages(path)
-    if messages is None:
-        return None, None
+    if messages is None or not shared:
+        return messages, None
     if len(store) > MEMO_LIMIT and not _FRAMED:  # a job of few repeats: start afresh
         store.clear()
     return messages, store.rows(messages[1:])
@@ -234,9 +235,11 @@ class RankLoader:
         missing_deps: str,
         groups: Any,
         warnings: list[str],
+        ranks: int = 2,
     ) -> None:
         """`groups`: the `GroupTable` that METADATA nodes' process groups are added to; `warnings`:
-        where a rank whose dependencies on absent nodes were dropped is reported."""
+        where a rank whose dependencies on absent nodes were dropped is reported; `ranks`: how many
+        the job has (one has nothing to share with another: its file is indexed as it is read)."""
         self.system = system
         self.comm_mode = comm_mode
         self.compat = compat
@@ -250,11 +253,12 @@ class RankLoader:
         self.memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
         # the job's distinct nodes: those the ASTRA-sim checks read (`read_shared`), else our own
         self.store = _STORE if _STORE is not None and _FRAMED else NodeStore()
+        self.shared = ranks > 1 or self.store is _STORE
 
     def load(self, rank: int, source: Any) -> RankEngine:
         """The engine of `rank` from its trace (a path or an in-memory `Trace`)."""
         in_memory = isinstance(source, Trace)
-        messages, rows = (None, None) if in_memory else _take_framed(source, self.store)
+        messages, rows = (None, None) if in_memory else _take_framed(source, self.store, self.shared)
         framed = messages[1:] if messages is not None else None  # the nodes
         engine = self.twins.derive(rank, source, framed) if framed is not None else None
         digest = None
