@@ -19,7 +19,8 @@ Both `data_deps` and `ctrl_deps` count (as ASTRA-sim's FeederV3). Ready order is
 id by default (ASTRA-sim issues the dependency-free set in ascending id order); `order="fifo"`
 gives the order in which nodes became ready (file order for the initial ones).
 
-Memory: a `.et` file is indexed in one pass (`feeder.table`, ~40 bytes per node) and payloads are
+Memory: a `.et` file is read, framed and indexed in one streaming pass (`chakra.feeder.reading`,
+where the simulator reads its ranks too; `feeder.table`, ~40 bytes per node) and payloads are
 decoded lazily from a memory map, with at most `cache_size` decoded nodes kept (LRU). A 10M-node
 trace is fed in a few hundred MB. `.et.gz` is decompressed to a temporary file first (gzip cannot
 seek). JSON-form files and in-memory `Trace`s are held as they are.
@@ -41,8 +42,8 @@ from typing import Optional, Union
 import numpy as np
 
 from chakra.errors import ChakraError, InputError
-from chakra.feeder.table import NodeTable, gunzip_to_temp, table_from_et, table_from_nodes
-from chakra.io import is_gzip
+from chakra.feeder.reading import read_rank
+from chakra.feeder.table import NodeTable
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -78,38 +79,18 @@ class ETFeeder:
         self._mm: Optional[mmap.mmap] = None
         self._file = None
         self._tmp: Optional[Path] = None
-        self.path: Optional[Path] = None
-        if isinstance(source, Trace):
-            self.path = source.path
-            self.metadata = source.metadata
-            self._nodes = source.nodes
-            self.table = table_from_nodes(source.nodes, path=source.path, attrs=attrs, missing_deps=missing_deps)
-        else:
-            path = Path(source)
-            self.path = path
-            if not path.is_file():
-                raise InputError(f"{path}: no such file")
-            from chakra.io import is_json_file
-
-            if is_json_file(path):
-                from chakra.io import read_trace
-
-                trace = read_trace(path)
-                self.metadata = trace.metadata
-                self._nodes = trace.nodes
-                self.table = table_from_nodes(trace.nodes, path=path, attrs=attrs, missing_deps=missing_deps)
-            else:
-                real = path
-                if is_gzip(path):
-                    self._tmp = real = gunzip_to_temp(path)
-                try:
-                    self.metadata, self.table = table_from_et(real, attrs=attrs, missing_deps=missing_deps, source=path)
-                    if real.stat().st_size:
-                        self._file = open(real, "rb")  # noqa: SIM115 - closed in close()
-                        self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-                except BaseException:
-                    self.close()
-                    raise
+        self.path: Optional[Path] = source.path if isinstance(source, Trace) else Path(source)
+        read = read_rank(source, attrs=attrs, missing_deps=missing_deps, payloads=True)
+        self.metadata, self.table, self._nodes = read.metadata, read.table, read.nodes
+        if read.temporary:
+            self._tmp = read.payloads
+        try:
+            if read.payloads is not None and read.payloads.stat().st_size:
+                self._file = open(read.payloads, "rb")  # noqa: SIM115 - closed in close()
+                self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            self.close()
+            raise
         self._init_state()
 
     # -- state -------------------------------------------------------------------------------

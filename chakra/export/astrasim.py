@@ -53,7 +53,7 @@ from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
 from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
-from chakra.schema.attrs import read_attrs, set_attr
+from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import MemoryConfig, NetworkConfig, SystemConfig, default_network
 from chakra.trace import Trace, rank_set_problem
@@ -82,6 +82,9 @@ KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 # plain ints for the per-node tests (an IntEnum member costs a class lookup and a slower compare)
 _COMP, _COLL, _METADATA = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), int(NodeType.METADATA_NODE)
+_SEND = int(NodeType.COMM_SEND_NODE)
+_P2P_OR_COLL = frozenset({_COLL, _SEND, int(NodeType.COMM_RECV_NODE)})
+_UNSET: Any = object()
 
 
 @dataclass
@@ -231,6 +234,7 @@ class _Planner:
         memory: Optional[MemoryConfig] = None,
         summarise: bool = False,
         raw: Optional[dict[int, bytes]] = None,
+        rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None,
     ):
         self.traces = traces
         self.n = len(traces)
@@ -259,7 +263,7 @@ class _Planner:
         self.config_fixes: dict[str, Any] = {}  # system JSON keys the export sets
         # with shared nodes each distinct node object is read once (by id: the traces hold every
         # node for the whole walk)
-        self.columns = _all_rank_columns(traces, shared_nodes)
+        self.columns, self._row_of, self._distinct = _all_rank_columns(traces, shared_nodes, rows)
         defined: dict[str, list[int]] = {}
         for cols in self.columns:
             defined.update(metadata_groups(cols.metadata))
@@ -273,6 +277,7 @@ class _Planner:
         self._deps_by_id: dict[int, tuple[int, ...]] = {}
         # compute nodes that raised nothing: their serialized bytes, or their ids when shared
         self.clean_compute: set[Any] = set()
+        self.clean_rows = _no_rows(len(self._row_of))  # the same, by distinct node's row (shared)
         # with shared nodes: id(node) -> its framed bytes, as read (`simulate_plan`); a compute node
         # not met before is then judged by its attributes' bytes (`_unjudged`): the ranks of a real
         # job differ in their durations, not in their kernels' attributes
@@ -281,6 +286,19 @@ class _Planner:
         self._node: Optional[pb.Node] = None  # the node `get` read last, and what it read
         self._values: dict[str, Any] = {}
         self._misplaced: list[tuple[str, str, str]] = []
+        # with shared nodes: id(node) -> what `_plain_comm` needs of a communication node, or None
+        self._plain: dict[int, Optional[tuple]] = {}
+        # with shared nodes and summarised findings: what a compute node's checks did (each finding's
+        # kind and whether it had a fix, and the counts it raised), by its attributes' bytes and by
+        # distinct node row: a compute node's checks read only its attributes and the configs, so
+        # another with the same attributes does the same (`_replay`: files that were never exported
+        # raise `cpu-compute` on every kernel of every rank)
+        self._verdicts: list[tuple[list[tuple[str, bool]], dict[str, int]]] = []
+        self._verdict_by_attrs: dict[tuple[bytes, ...], int] = {}
+        replays = summarise and shared_nodes and raw is not None  # only fixes are per node: not kept there
+        self._verdict_of_row = _no_rows(len(self._row_of) if replays else 0).astype("int32") - 1
+        self._trail: Optional[list[tuple[str, bool]]] = None
+        self._member_sets: dict[str, frozenset[int]] = {}
 
     def _read(self, n: pb.Node) -> None:
         """Read a node's attributes once for all the checks of the node."""
@@ -325,6 +343,8 @@ class _Planner:
         nid, name = (node.id, node.name) if node is not None else (None, "")
         issue = Issue(rank, nid, name, code, reason, fix, severity)
         self.found += 1
+        if self._trail is not None:
+            self._trail.append((code, bool(fix)))
         if self.summarise and code not in UNSUMMARISED:
             tally = self.tallies.get(code)
             if tally is None:
@@ -406,7 +426,28 @@ class _Planner:
 
     # ----------------------------------------------------------------------------------- walking
 
+    def _read_ahead(self) -> None:
+        """With shared nodes and their bytes: `_read` of every distinct node but the compute nodes
+        (whose checks `_to_walk` settles by their attributes' bytes), from one upb call over their
+        attributes' bytes, each distinct attribute decoded once (`read_attr_bytes`): a rank's process
+        groups, peers and sizes make its communication nodes its own, but their attributes repeat."""
+        if not self.shared_nodes or self.raw is None or self._distinct is None:
+            return
+        import numpy as np
+
+        nodes, types = self._distinct
+        raw = self.raw
+        todo = [n for n in map(nodes.__getitem__, np.flatnonzero(types != _COMP).tolist()) if id(n) in raw]
+        if not todo:
+            return
+        views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(n)] for n in todo])).nodes
+        memo: dict = {}
+        got = self._read_by_id
+        for n, view in zip(todo, views):
+            got[id(n)] = read_attr_bytes(view.attr, memo)
+
     def run(self) -> Plan:
+        self._read_ahead()
         rename, members = self.resolve_groups()
         missing: dict[int, int] = {}
         colls: dict[str, dict[int, list[tuple[pb.Node, int]]]] = defaultdict(lambda: defaultdict(list))
@@ -431,18 +472,28 @@ class _Planner:
                 )
             bad = 0
             pending: dict[int, tuple[bytes, ...]] = {}
-            for i in self._to_walk(cols, pending):
+            replayed: list[int] = []
+            walk = self._to_walk(cols, pending, replayed)
+            again = set(replayed).intersection(suspects) if replayed and suspects else set()
+            for i in walk:
                 n = order[i]
                 if i in suspects:
                     nid, ds = n.id, deps(n)
                     self._dep_findings(r, n, ds, ids, bad)
                     bad += sum(1 for d in ds if d != nid and d not in ids)
+                    if i in again:
+                        continue  # its checks are replayed below
                 if shared and n.type == _COMP and id(n) in clean:
                     continue  # see `node`: a compute node that raised nothing raises nothing again
-                self.node(r, n, rename, members, colls, sends, recvs)
                 key = pending.get(i)
+                if key is not None and self._verdict_of_row.size:
+                    self._record(r, n, key, int(cols.rows[i]), rename, members, colls, sends, recvs)
+                else:
+                    self.node(r, n, rename, members, colls, sends, recvs)
                 if key is not None and id(n) in clean:
                     self.clean_attrs.add(key)
+            if replayed:
+                self._replay(r, cols, replayed)
             by_id = None
             # every dependency on an earlier id (or the node itself, reported above): a DAG
             for child, parent in cycle_breaking_edges(t.nodes) if later else ():
@@ -484,21 +535,24 @@ class _Planner:
                     tails=self.tails, p2p_ends=self.p2p_ends, config=self.config_fixes,
                     tallies=self.tallies)  # fmt: skip
 
-    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]]) -> list[int]:
+    def _to_walk(self, cols: _RankColumns, pending: dict[int, tuple[bytes, ...]], replayed: list[int]) -> list[int]:
         """Rows of `order` the walk must look at: those with a dependency to look at (`suspects`),
         and every node but the compute nodes already known to raise nothing. With shared nodes and
         their bytes (`raw`), a compute node met for the first time is known clean when another
         compute node with the same attributes (byte for byte) was: its checks read nothing else.
-        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes)."""
+        `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes),
+        `replayed` the compute nodes whose findings are known (`_replay`), left out of the walk."""
         import numpy as np
 
         order, types, suspects = cols.order, cols.types, cols.suspects
         if not self.shared_nodes:
             return list(range(len(order)))
-        clean = self.clean_compute
-        k = len(order)
-        judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
+        judged_clean = self.clean_rows[cols.rows]
         comp_rows = types == _COMP
+        if self._verdict_of_row.size:
+            known = comp_rows & ~judged_clean & (self._verdict_of_row[cols.rows] >= 0)
+            replayed.extend(np.flatnonzero(known).tolist())
+            judged_clean = judged_clean | known
         walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
         comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
         if comp and self.raw is not None:
@@ -508,10 +562,15 @@ class _Planner:
             views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
             known = self.clean_attrs
             judged = set()
+            verdicts = self._verdict_by_attrs
             for i, view in zip(comp, views):
                 key = tuple(view.attr)
                 if key in known:
-                    clean.add(id(order[i]))
+                    self._clean(id(order[i]))
+                    judged.add(i)
+                elif key in verdicts:
+                    self._verdict_of_row[cols.rows[i]] = verdicts[key]
+                    replayed.append(i)
                     judged.add(i)
                 else:
                     pending[i] = key
@@ -520,6 +579,66 @@ class _Planner:
         if suspects:
             walk = sorted({*walk, *suspects})
         return walk
+
+    def _record(
+        self,
+        r: int,
+        n: pb.Node,
+        key: tuple[bytes, ...],
+        row: int,
+        rename: dict,
+        members: dict,
+        colls: dict,
+        sends: dict,
+        recvs: dict,
+    ) -> None:
+        """`node` of a compute node met for the first time, keeping what its checks did for the
+        compute nodes with the same attributes (`_replay`)."""
+        counts = dict(self.counts)
+        self._trail = []
+        try:
+            self.node(r, n, rename, members, colls, sends, recvs)
+            trail = self._trail
+        finally:
+            self._trail = None
+        if not trail or any(code in UNSUMMARISED for code, _ in trail):
+            return
+        raised = {k: v - counts.get(k, 0) for k, v in self.counts.items() if v != counts.get(k, 0)}
+        vid = self._verdict_by_attrs[key] = len(self._verdicts)
+        self._verdicts.append((trail, raised))
+        self._verdict_of_row[row] = vid
+
+    def _replay(self, r: int, cols: _RankColumns, replayed: list[int]) -> None:
+        """What the checks of these compute nodes of rank `r` do, from the compute node with the same
+        attributes met before (`_record`), tallied in bulk: the same counts, ranks, node ids and
+        fixes as finding them one by one (`Tally.add`)."""
+        import numpy as np
+
+        at = np.asarray(replayed, dtype=np.int64)
+        vids = self._verdict_of_row[cols.rows[at]]
+        for vid in np.unique(vids).tolist():
+            sel = at[vids == vid]
+            k = len(sel)
+            trail, raised = self._verdicts[vid]
+            node_ids = cols.ids[sel].tolist()
+            for code, fixed in trail:
+                tally = self.tallies[code]
+                tally.count += k
+                tally.ranks.add(r)
+                tally.nodes.update(node_ids)
+                if len(tally.nodes) > 64 * _TALLY_NODES:
+                    tally.nodes = set(sorted(tally.nodes)[:_TALLY_NODES])
+                if not fixed:
+                    tally.unfixed = True
+            self.found += k * len(trail)
+            for name, count in raised.items():
+                self.counts[name] += k * count
+
+    def _clean(self, key: Any) -> None:
+        """A compute node (its bytes, or id with shared nodes) raised nothing: it raises nothing again."""
+        self.clean_compute.add(key)
+        if self.shared_nodes:
+            self.clean_rows[self._row_of[key]] = True
 
     def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
         """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
@@ -727,6 +846,8 @@ class _Planner:
 
     def node(self, r: int, n: pb.Node, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict) -> None:
         t = n.type
+        if self.shared_nodes and t in _P2P_OR_COLL and self._plain_comm(r, n, t, rename, members, colls, sends, recvs):
+            return
         # A compute node's checks depend on its content and the configs only: one that raised
         # nothing on one rank raises nothing on the next (SPMD ranks repeat them byte for byte).
         clean_key = None
@@ -759,7 +880,7 @@ class _Planner:
         if t == _COMP:
             self.compute(r, n)
             if self.found == found:
-                self.clean_compute.add(clean_key)
+                self._clean(clean_key)
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             if r not in self.memory_ranks:
                 self.memory_ranks[r] = n  # judged once the rank's last nodes are known (memory_ends)
@@ -793,6 +914,65 @@ class _Planner:
             size = 1
         key = (src, dst, int(self.get(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
+
+    def _plain_comm(
+        self, r: int, n: pb.Node, t: int, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict
+    ) -> bool:
+        """`node` of a communication node whose checks raise nothing and fix nothing on this rank,
+        from what they read of it (kept per shared object: a rank's process groups and peers make
+        most of its communication nodes its own, but their verdicts repeat). False: not such a
+        node, `node` walks it."""
+        got = self._plain.get(id(n), _UNSET)
+        if got is _UNSET:
+            got = self._plain[id(n)] = self._plain_reading(n, t, rename, members)
+        if got is None:
+            return False
+        if t == _COLL:
+            group, world, sub, pg, size = got
+            if r not in group or self.fixes[r].get(n.id) is not None:
+                return False
+            if sub is not None:
+                self.subgroups[r][sub].add(pg)
+            colls[pg][r].append((n, size))
+            self.coll_order[r].append((n, world))
+            return True
+        me, key, size = got
+        if me != r:
+            return False
+        (sends if t == _SEND else recvs)[key].append((r, n, size))
+        return True
+
+    def _plain_reading(self, n: pb.Node, t: int, rename: dict, members: dict) -> Optional[tuple]:
+        """For `_plain_comm`: a collective's (members, over every rank?, its type where it runs on a
+        subgroup, process group, size), a send's or receive's (own rank, (src, dst, tag), size), or
+        None where `node`'s checks could raise or fix something on some rank."""
+        self._read(n)
+        v = self._values
+        if v.get("is_cpu_op") is True or any(found != "none" for _, found, _ in self._misplaced):
+            return None
+        if t == _COLL:
+            ctype, size = v.get("comm_type"), v.get("comm_size")
+            if not isinstance(ctype, int) or not isinstance(size, int) or ctype not in NETWORK_COLLECTIVES:
+                return None
+            pg = str(v.get("pg_name") or "")
+            group = members.get(rename.get(pg, pg), ())
+            if rename.get(pg, pg) != pg or pg in ("", "0") or len(group) < 2:
+                return None
+            splits = max(1, self.sysc.preferred_dataset_splits)
+            if ctype == CollectiveType.ALL_GATHER and 0 <= size < splits:
+                return None
+            halving = "halvingDoubling" in self.sysc.implementation("all_reduce")
+            if ctype == CollectiveType.ALL_REDUCE and halving and 0 <= size < splits * 2 * self.n:
+                return None
+            sub = ctype if len(group) < self.n and ctype in _IMPL_KEY else None
+            members_set = self._member_sets.get(pg)
+            if members_set is None:
+                members_set = self._member_sets[pg] = frozenset(group)
+            return members_set, len(group) == self.n, sub, pg, size
+        src, dst, size = v.get("comm_src"), v.get("comm_dst"), v.get("comm_size")
+        if not all(isinstance(x, int) for x in (src, dst, size)) or src == dst or size <= 0:
+            return None
+        return (src if t == _SEND else dst), (src, dst, int(v.get("comm_tag") or 0)), size
 
     def compute(self, r: int, n: pb.Node) -> None:
         if self.get(n, "is_cpu_op") is True:
@@ -1034,6 +1214,8 @@ class _RankColumns:
     suspects: set[int]  # rows with a dependency on themselves, on a later id or on an absent id
     later: bool  # a dependency on a later id (only then can there be a cycle)
     metadata: list[pb.Node]  # METADATA nodes, in file order
+    rows: Any = None  # with shared nodes: each node's row among the distinct ones, in `order`'s order
+    ids: Any = None  # numpy: the nodes' ids, in `order`'s order
 
 
 class _Columns:
@@ -1090,11 +1272,22 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
         if odd.any():
             suspects.update(np.repeat(np.arange(k), lens)[odd].tolist())
             later = later or bool((deps > child).any())
-    return _RankColumns(list(order), types, suspects, later, metadata)
+    return _RankColumns(list(order), types, suspects, later, metadata, rows, ids)
 
 
-def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColumns]:
-    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once."""
+def _no_rows(n: int) -> Any:
+    import numpy as np
+
+    return np.zeros(n, dtype=bool)
+
+
+def _all_rank_columns(
+    traces: list[Trace], shared_nodes: bool, rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None
+) -> tuple[list[_RankColumns], dict[int, int], Optional[tuple[list[pb.Node], Any]]]:
+    """`_RankColumns` of every rank, and with shared nodes id(node) -> its row among the distinct
+    node objects, each of which is read once, and those objects with their types. `rows`: the
+    distinct nodes and id(trace) -> its nodes' rows among them, as read
+    (`chakra.sim.loading.NodeStore`); a trace it lacks: found by identity."""
     import numpy as np
 
     if not shared_nodes:
@@ -1102,9 +1295,15 @@ def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColu
         for t in traces:
             cols = _Columns(t.nodes)
             out.append(_rank_columns(t.nodes, cols, np.arange(len(t.nodes))))
-        return out
-    index: dict[int, int] = {}
-    distinct: dict[int, pb.Node] = {}
+        return out, {}, None
+    if rows is not None and all(id(t) in rows[1] for t in traces):
+        distinct = rows[0]
+        index = dict(zip(map(id, distinct), range(len(distinct))))
+        rows_of = [rows[1][id(t)] for t in traces]
+        cols = _Columns(distinct)
+        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
+    index = {}
+    found: dict[int, pb.Node] = {}
     rows_of = []
     for t in traces:
         keys = list(map(id, t.nodes))
@@ -1112,11 +1311,12 @@ def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColu
         if fresh:
             brought = list(map(fresh.__contains__, keys))
             new = dict(zip(compress(keys, brought), compress(t.nodes, brought)))
-            index.update(zip(new, range(len(distinct), len(distinct) + len(new))))
-            distinct.update(new)
+            index.update(zip(new, range(len(found), len(found) + len(new))))
+            found.update(new)
         rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
-    cols = _Columns(list(distinct.values()))
-    return [_rank_columns(t.nodes, cols, rows) for t, rows in zip(traces, rows_of)]
+    distinct = list(found.values())
+    cols = _Columns(distinct)
+    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
 
 
 @functools.cache
@@ -1153,6 +1353,7 @@ def plan(
     memory: Optional[MemoryConfig] = None,
     summarise: bool = False,
     raw: Optional[dict[int, bytes]] = None,
+    rows: Optional[tuple[list[pb.Node], dict[int, Any]]] = None,
 ) -> Plan:
     """Findings and fixes for running `traces` (one per rank, ranks 0..N-1) on ASTRA-sim.
 
@@ -1166,7 +1367,8 @@ def plan(
     config it will run with (None: the export's own, PER_NPU_MEMORY_EXPANSION). `summarise`: for
     the warnings only (`warning_lines`): findings of one kind are tallied (`Plan.tallies`) instead of
     kept one object each, and compute nodes' fixes are not kept (the plan cannot be `apply`d).
-    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`)."""
+    `raw`: with `shared_nodes`, id(node) -> the framed message it was read from (`simulate_plan`);
+    `rows`: with `shared_nodes`, the distinct nodes and id(trace) -> its nodes as their rows."""
     if unsupported not in ("rewrite", "compute"):
         raise InputError(f"--unsupported must be rewrite or compute, not {unsupported!r}")
     if broadcast not in ("network", "replay"):
@@ -1188,6 +1390,7 @@ def plan(
         memory,
         summarise,
         raw,
+        rows,
     ).run()
 
 
@@ -1537,33 +1740,42 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
-def _read_shared(args: list, shared: dict[bytes, pb.Node]) -> list[Trace]:
+def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tuple[list[Trace], list[pb.Node]]:
     """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
-    `shared`), each plain `.et` file through `chakra.sim.loading.read_framed`: the simulation that
-    follows in this process takes the same framed messages instead of reading the file again."""
+    `shared`), each plain `.et` file through `chakra.sim.loading.read_shared`: the simulation that
+    follows in this process takes the same nodes' rows instead of reading the file again. `raw`
+    gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) -> its
+    nodes' rows among the distinct nodes returned with the traces."""
     from google.protobuf.message import DecodeError
 
     from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
-    from chakra.sim.loading import read_framed, shared_nodes
+    from chakra.sim.loading import read_shared
 
     out = []
+    shared: dict[bytes, pb.Node] = {}  # files read by read_trace (gzip, JSON, large)
+    store = None
     for pos, (rank, path) in enumerate(expand_trace_args(args)):
         rank = rank if rank is not None else rank_from_path(path)
         trace = None
-        messages = read_framed(path, keep=True)
-        if messages is not None:
-            head = messages[0]
-            try:
+        try:
+            got = read_shared(path)
+            if got is not None:
+                head, nodes, node_rows, store = got
                 metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
-                trace = Trace(metadata=metadata, nodes=shared_nodes(messages, shared), rank=rank, path=path)
-            except DecodeError:
-                trace = None  # read_trace says where
+                trace = Trace(metadata=metadata, nodes=nodes, rank=rank, path=path)
+                rows[id(trace)] = node_rows
+        except DecodeError:
+            trace = None  # read_trace says where
         if trace is None:
             trace = read_trace(path, rank=rank, shared=shared)
         if trace.rank is None:
             trace.rank = pos
         out.append(trace)
-    return out
+    raw.update({id(node): framed for framed, node in shared.items()})
+    if store is None:
+        return out, []
+    raw.update(zip(map(id, store.nodes), store.messages))
+    return out, store.nodes
 
 
 def simulate_plan(
@@ -1575,9 +1787,9 @@ def simulate_plan(
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
-    shared: dict[bytes, pb.Node] = {}
-    traces = given or _read_shared(args, shared)  # only read here: SPMD ranks share their nodes
-    raw = {id(node): framed for framed, node in shared.items()}  # what each distinct node was read from
+    raw: dict[int, bytes] = {}  # what each distinct node was read from
+    rows: dict[int, Any] = {}
+    traces, distinct = (given, []) if given else _read_shared(args, raw, rows)  # SPMD ranks share nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)
@@ -1593,6 +1805,7 @@ def simulate_plan(
             memory=mem,
             summarise=True,
             raw=raw,
+            rows=(distinct, rows),
         )
     except InputError:  # ranks not numbered 0..N-1: ASTRA-sim cannot even open them; simulate said so
         return None

@@ -223,3 +223,28 @@ def read_attrs(msg: Message) -> tuple[dict[str, Any], list[tuple[str, str, str]]
         if name not in values:
             values[name] = _arm_value(attr, arm)
     return values, misplaced
+
+
+def read_attr_bytes(
+    attrs: Iterable[bytes], memo: dict[bytes, tuple[str, Any, Optional[tuple[str, str, str]]]]
+) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+    """`read_attrs` of a node given as its attributes' serialized bytes (an `AttributeProto` each,
+    in the node's order), each distinct attribute decoded once: `memo` (bytes -> name, value, its
+    `misplaced_attrs` entry) is shared by the nodes read so. Values are shared too: not to be changed."""
+    values: dict[str, Any] = {}
+    misplaced: list[tuple[str, str, str]] = []
+    for raw in attrs:
+        got = memo.get(raw)
+        if got is None:
+            attr = pb.AttributeProto.FromString(raw)
+            name = attr.name
+            arm = attr.WhichOneof("value")
+            expected = CONVENTIONS.get(name)
+            wrong = (name, arm or "none", expected) if expected is not None and arm != expected else None
+            got = memo[raw] = (name, _arm_value(attr, arm), wrong)
+        name, value, wrong = got
+        if wrong is not None:
+            misplaced.append(wrong)
+        if name not in values:
+            values[name] = value
+    return values, misplaced

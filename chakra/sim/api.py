@@ -379,7 +379,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     loader = RankLoader(
         system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=opts.log_path is not None,
         slots=(caps["cpu"], caps["gpu"], caps["comm"]), missing_deps=opts.missing_deps, groups=setup.groups,
-        warnings=setup.warnings,
+        warnings=setup.warnings, ranks=setup.n,
     )  # fmt: skip
     engines: list[RankEngine] = []
     for rank, src in setup.sources:

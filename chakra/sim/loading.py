@@ -3,44 +3,143 @@
 One entry, `RankLoader.load(rank, source) -> RankEngine`, holds the whole path a rank's trace takes
 before it runs, in this order:
 
-1. read and frame: a plain `.et` file is read in one call and split into its messages, GlobalMetadata
-   first (`chakra.sim.twins.file_messages`); these bytes serve every later step, so the file is
-   read and framed once;
+1. read and frame (`chakra.feeder.reading`, where the feeder reads its ranks too): a plain `.et`
+   file is read in one call and split into its messages, GlobalMetadata first (`file_messages`),
+   and each Node message becomes a row of the job's `NodeStore` (the distinct messages of all its
+   files: real ranks differ in durations but repeat most nodes byte for byte). The ASTRA-sim
+   checks `chakra simulate` runs first read the files the same way (`read_shared`: the decoded
+   nodes, one object per distinct message) and leave each file's rows for this step, so a file is
+   read and framed once per command;
 2. compare with a template: a file whose nodes differ from an earlier rank's only in communication
    attributes (peers, tags, sizes, process groups) takes that rank's compiled arrays with its own
    communication rows (`chakra.sim.twins`); a file whose nodes are byte-identical to an earlier
    one's (SPMD ranks) shares its engine whole;
-3. compile: otherwise the messages are indexed (`chakra.feeder.table.table_from_messages`: the
-   columns, dependencies, the simulator's attributes) and compiled into a `RankEngine`, which then
-   serves as a template for the ranks after it.
+3. compile: otherwise the rank is indexed (`NodeStore.table`: each distinct node read from protobuf
+   once, the rank's columns, dependencies and the simulator's attributes gathered from the store's
+   with numpy) and compiled into a `RankEngine`, which then serves as a template for the ranks
+   after it.
 
-Compressed, JSON-form and very large files (over `chakra.sim.twins.WHOLE_FILE_BYTES`) and
-in-memory `Trace`s skip step 2's byte comparison and are indexed from their own reader.
+Compressed, JSON-form and very large files (over `chakra.feeder.reading.WHOLE_FILE_BYTES`) and
+in-memory `Trace`s skip the store and step 2's byte comparison and are indexed as they are read
+(`load_table`: `chakra.feeder.reading.read_rank`).
 """
 
 from __future__ import annotations
 
 import os
-from array import array
-from itertools import accumulate, islice
+from itertools import compress, repeat
+from operator import is_
 from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.io import input_file_errors, is_json_file, read_trace
+from chakra.feeder.reading import file_messages, read_rank
+from chakra.feeder.table import MEMO_LIMIT
 from chakra.sim.compiler import RankEngine
-from chakra.sim.twins import Twins, file_digest, file_messages
+from chakra.sim.twins import Twins, file_digest
 from chakra.sim.twins import digest as nodes_digest
 from chakra.trace import Trace
 
 MISSING_DEPS = ("error", "drop")
 
-# Rank files this process has read and framed ahead of their simulation (`read_framed`, for the
-# ASTRA-sim checks `chakra simulate` runs first): (device, inode, size, mtime) -> where each message
-# ends, taken once by `RankLoader.load`, which then re-reads the file (one system call) and cuts
-# it there instead of framing it again. Keeping every file's messages instead would hold the
-# whole job's bytes (145 MiB at 1,024 distinct ranks) until the simulation took them.
-_FRAMED: dict[tuple[int, int, int, int], array] = {}
+
+class NodeStore:
+    """The distinct node messages of one job's rank files, each decoded and indexed once.
+
+    A rank file's nodes become `rows` (per node, the distinct message it repeats: dictionary look-ups
+    on the bytes, no decoding); the ASTRA-sim checks take the decoded nodes of a rank by its rows
+    (`decoded`: one object per distinct node, shared by the ranks), and the simulator's table of a
+    rank is gathered from the store's columns (`table`: `chakra.feeder.table.DistinctColumns`)."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.index: dict[bytes, int] = {}
+        self.messages: list[bytes] = []  # row -> its framed message
+        self.nodes: list[Any] = []  # row -> its decoded node (the first len(nodes) rows)
+        self.columns: Any = None  # DistinctColumns of the rows some rank's table needed
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def rows(self, framed: list[bytes]) -> Any:
+        """The rows of a file's Node messages (file order), new messages added."""
+        import numpy as np
+
+        index = self.index
+        got = list(map(index.get, framed))
+        if None in got:
+            start = len(self.messages)
+            fresh = list(dict.fromkeys(compress(framed, map(is_, got, repeat(None)))))
+            index.update(zip(fresh, range(start, start + len(fresh))))
+            self.messages.extend(fresh)
+            at = got.index(None)
+            while True:  # the new messages' rows (C-level search: a rank brings few)
+                got[at] = index[framed[at]]
+                try:
+                    at = got.index(None, at + 1)
+                except ValueError:
+                    break
+        return np.array(got, dtype=np.int64)
+
+    def decoded(self, rows: Any) -> list[Any]:
+        """The decoded nodes of these rows (one object per distinct message). A message that does
+        not decode raises DecodeError and leaves the store as it was before its file's `rows`."""
+        self._decode()
+        return list(map(self.nodes.__getitem__, rows.tolist()))
+
+    def _decode(self) -> None:
+        from google.protobuf.message import DecodeError
+
+        nodes, messages = self.nodes, self.messages
+        try:
+            nodes.extend(_parse(messages[len(nodes) :]))
+        except DecodeError:
+            for m in messages[len(nodes) :]:
+                del self.index[m]
+            del messages[len(nodes) :]
+            raise
+
+    def table(self, path: Path, rows: Any, head: int, names: bool, missing_deps: str) -> Any:
+        """`load_table` of a plain `.et` file whose nodes are these rows, after a GlobalMetadata
+        message of `head` bytes: the rows not met before are read from protobuf (`DistinctColumns.add`)
+        and the rank's columns gathered from the store's."""
+        from chakra.feeder.table import DistinctColumns
+
+        if self.columns is None:
+            self.columns = DistinctColumns()
+        fresh = self.columns.missing(rows)
+        for i in range(0, len(fresh), 1024):  # decoded a batch at a time: bounded memory
+            at = fresh[i : i + 1024]
+            framed = list(map(self.messages.__getitem__, at.tolist()))
+            if int(at[-1]) < len(self.nodes):
+                nodes = list(map(self.nodes.__getitem__, at.tolist()))  # decoded for the checks
+            else:
+                nodes = _parse(framed)
+            self.columns.add(path, at, nodes, framed)
+        return self.columns.table(path, rows, head, names, missing_deps, self._node)
+
+    def _node(self, row: int) -> Any:
+        return self.nodes[row] if row < len(self.nodes) else _parse([self.messages[row]])[0]
+
+
+def _parse(framed: list[bytes]) -> list[Any]:
+    """Framed Node messages decoded, in batches of 1,024 (one upb call each)."""
+    from chakra.io import NodeBatch
+
+    out: list[Any] = []
+    for i in range(0, len(framed), 1024):
+        out.extend(NodeBatch.FromString(b"\x0a" + b"\x0a".join(framed[i : i + 1024])).nodes)
+    return out
+
+
+# Rank files this process has read and framed ahead of their simulation (`read_shared`, for the
+# ASTRA-sim checks `chakra simulate` runs first): (device, inode, size, mtime) -> the file's
+# GlobalMetadata message and its nodes' rows in `_STORE`, the job's distinct nodes, which
+# `RankLoader.load` then takes instead of reading and framing the file again.
+_FRAMED: dict[tuple[int, int, int, int], tuple[bytes, Any]] = {}
+_STORE: Optional[NodeStore] = None
 
 
 def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
@@ -51,57 +150,51 @@ def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def read_framed(path: Path, keep: bool = False) -> Optional[list[bytes]]:
-    """A plain `.et` file read and framed into its messages, GlobalMetadata first (None: gzip,
-    JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`). `keep`: the next
-    `RankLoader.load` of this file in this process takes these messages instead of reading it."""
+def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], Any, NodeStore]]:
+    """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one object
+    shared with the other files read so), their rows and the job's store they are rows of (None:
+    gzip, JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the
+    ASTRA-sim checks read. The next `RankLoader.load` of this file in this process takes the nodes'
+    rows in the job's store instead of reading the file again. Raises DecodeError on a node that
+    does not decode (`chakra.io.read_trace` says where)."""
+    global _STORE
     messages = file_messages(path)
-    if keep and messages is not None:
-        key = _file_key(path)
-        if key is not None:
-            _FRAMED[key] = array("q", accumulate(map(len, messages), initial=0))
-    return messages
+    if messages is None:
+        return None
+    store = _STORE if _STORE is not None else NodeStore()
+    rows = store.rows(messages[1:])
+    nodes = store.decoded(rows)
+    _STORE = store
+    key = _file_key(path)
+    if key is not None:
+        _FRAMED[key] = (messages[0], rows)
+    return messages[0], nodes, rows, store
 
 
 def forget_framed() -> None:
-    """Drop the messages `read_framed(..., keep=True)` kept and no simulation took."""
+    """Drop what `read_shared` kept and no simulation took."""
+    global _STORE
     _FRAMED.clear()
+    _STORE = None
 
 
-def _take_framed(path: Path) -> Optional[list[bytes]]:
-    """`file_messages` of a file, cut where `read_framed` found its messages when it did."""
-    if _FRAMED:
+def _take_framed(path: Path, store: NodeStore, shared: bool = True) -> tuple[Optional[list[bytes]], Any]:
+    """A file's messages (`file_messages`) and its nodes' rows in `store` (None: not a plain
+    `.et` file; no rows unless `shared`), from `read_shared` when it read the file into this store."""
+    if _FRAMED and _STORE is store:
         key = _file_key(path)
-        ends = _FRAMED.pop(key, None) if key is not None else None
-        if ends is not None:
-            with input_file_errors(path):
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    data = os.read(fd, ends[-1] + 1)
-                finally:
-                    os.close(fd)
-            if len(data) == ends[-1]:  # the same file, whole (else read it afresh)
-                return list(map(data.__getitem__, map(slice, ends, islice(ends, 1, None))))
-    return file_messages(path)
-
-
-def shared_nodes(messages: list[bytes], shared: dict[bytes, Any]) -> list[Any]:
-    """The Node messages (`messages` without the GlobalMetadata) decoded, a node whose bytes are in
-    `shared` (a dict kept across files) taking that object: `chakra.io.read_trace`'s `shared`
-    reading, from messages already framed. One upb call per batch of the nodes not met before."""
-    from chakra.io import NodeBatch
-
-    parse = NodeBatch.FromString
-    out: list[Any] = []
-    for i in range(1, len(messages), 1024):
-        batch = messages[i : i + 1024]
-        got = list(map(shared.get, batch))
-        if None in got:
-            fresh = list(dict.fromkeys(m for m, g in zip(batch, got) if g is None))
-            shared.update(zip(fresh, parse(b"\x0a" + b"\x0a".join(fresh)).nodes))
-            got = list(map(shared.__getitem__, batch))
-        out.extend(got)
-    return out
+        got = _FRAMED.pop(key, None) if key is not None else None
+        if got is not None:
+            head, rows = got
+            if not _FRAMED:
+                forget_framed()  # every file taken: the loader holds the store from here
+            return [head, *map(store.messages.__getitem__, rows.tolist())], rows
+    messages = file_messages(path)
+    if messages is None or not shared:
+        return messages, None
+    if len(store) > MEMO_LIMIT and not _FRAMED:  # a job of few repeats: start afresh
+        store.clear()
+    return messages, store.rows(messages[1:])
 
 
 def load_table(
@@ -111,23 +204,16 @@ def load_table(
     memo: Optional[dict] = None,
     messages: Optional[list[bytes]] = None,
 ) -> Any:
-    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
+    """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace, read by
+    `chakra.feeder.reading.read_rank` (the feeder's reading too).
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
     option that accepts it); "drop" ignores such edges, as traces from the official converter need.
     `messages`: the file's framed messages, already read (`file_messages`)."""
-    from chakra.feeder.table import table_from_et, table_from_messages, table_from_nodes
-
     if missing_deps not in MISSING_DEPS:
         raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
     try:
-        if messages is not None:
-            return table_from_messages(source, messages, names=names, missing_deps=missing_deps, memo=memo)[1]
-        if isinstance(source, Trace):
-            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
-        if is_json_file(source):
-            return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
-        return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
+        return read_rank(source, names=names, missing_deps=missing_deps, memo=memo, messages=messages).table
     except TraceFormatError as exc:
         if missing_deps == "error" and "does not exist" in str(exc):
             raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
@@ -149,9 +235,11 @@ class RankLoader:
         missing_deps: str,
         groups: Any,
         warnings: list[str],
+        ranks: int = 2,
     ) -> None:
         """`groups`: the `GroupTable` that METADATA nodes' process groups are added to; `warnings`:
-        where a rank whose dependencies on absent nodes were dropped is reported."""
+        where a rank whose dependencies on absent nodes were dropped is reported; `ranks`: how many
+        the job has (one has nothing to share with another: its file is indexed as it is read)."""
         self.system = system
         self.comm_mode = comm_mode
         self.compat = compat
@@ -163,11 +251,14 @@ class RankLoader:
         self.twins = Twins()
         self.by_digest: dict[bytes, RankEngine] = {}
         self.memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
+        # the job's distinct nodes: those the ASTRA-sim checks read (`read_shared`), else our own
+        self.store = _STORE if _STORE is not None and _FRAMED else NodeStore()
+        self.shared = ranks > 1 or self.store is _STORE
 
     def load(self, rank: int, source: Any) -> RankEngine:
         """The engine of `rank` from its trace (a path or an in-memory `Trace`)."""
         in_memory = isinstance(source, Trace)
-        messages = None if in_memory else _take_framed(source)
+        messages, rows = (None, None) if in_memory else _take_framed(source, self.store, self.shared)
         framed = messages[1:] if messages is not None else None  # the nodes
         engine = self.twins.derive(rank, source, framed) if framed is not None else None
         digest = None
@@ -178,7 +269,7 @@ class RankLoader:
                 engine = first.for_rank(rank, str(source))
         if engine is not None:
             return engine
-        table = self._table(source, messages)
+        table = self._table(source, messages, rows)
         for text in table.metadata_inputs:
             self.groups.add_metadata(text, f"{table.path or f'rank {rank}'} METADATA node")
         engine = RankEngine(
@@ -191,10 +282,15 @@ class RankLoader:
             self.twins.add(engine, framed, table)
         return engine
 
-    def _table(self, source: Any, messages: Optional[list[bytes]]) -> Any:
-        """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
-        ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-        table = load_table(source, self.names, self.missing_deps, self.memo, messages)
+    def _table(self, source: Any, messages: Optional[list[bytes]], rows: Any) -> Any:
+        """`load_table` (gathered from the job's distinct nodes when the file was framed), and with
+        `missing_deps="drop"` one warning line when edges were dropped: ASTRA-sim aborts on a
+        dependency on an absent node id, so the user should know."""
+        table = None
+        if rows is not None and messages is not None:
+            table = self._gathered(source, messages, rows)
+        if table is None:
+            table = load_table(source, self.names, self.missing_deps, self.memo, messages)
         if table.dropped_deps:
             where = table.path if table.path is not None else "<trace>"
             self.warnings.append(
@@ -202,3 +298,19 @@ class RankLoader:
                 f"first: {table.first_dropped}"
             )
         return table
+
+    def _gathered(self, source: Path, messages: list[bytes], rows: Any) -> Any:
+        """`NodeStore.table` with `load_table`'s errors; None where a node does not decode
+        (`load_table` then says which, and where). `file_messages` checked the GlobalMetadata."""
+        from google.protobuf.message import DecodeError
+
+        if self.missing_deps not in MISSING_DEPS:
+            raise ConfigError(f"--missing-deps must be error or drop, not {self.missing_deps!r}")
+        try:
+            return self.store.table(source, rows, len(messages[0]), self.names, self.missing_deps)
+        except DecodeError:
+            return None
+        except TraceFormatError as exc:
+            if self.missing_deps == "error" and "does not exist" in str(exc):
+                raise InputError(f"{exc} (--missing-deps drop ignores such dependencies)") from None
+            raise

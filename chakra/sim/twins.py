@@ -14,8 +14,6 @@ the full compile gives.
 from __future__ import annotations
 
 import hashlib
-import io
-import os
 from itertools import compress, count
 from operator import ne
 from pathlib import Path
@@ -24,8 +22,9 @@ from typing import Any, Optional
 from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
+from chakra.feeder.reading import file_messages, is_metadata, is_plain
 from chakra.feeder.table import MEMO_LIMIT, check_attr_values
-from chakra.io import GZIP_MAGIC, _peek_length, _prefix_size, input_file_errors, iter_payload_batches
+from chakra.io import _peek_length, _prefix_size, input_file_errors, iter_payload_batches
 from chakra.schema import pb
 from chakra.schema.attrs import attr_value
 from chakra.sim.compiler import RankEngine
@@ -37,7 +36,6 @@ _TRIES = 8  # earlier templates compared per rank file, most recently matched fi
 # rows compared first with every template after the most recent one: ranks that share no template
 # (each with its own durations) then cost one whole comparison, not eight
 _HEAD = 64
-WHOLE_FILE_BYTES = 32 << 20  # larger rank files are hashed in blocks, never held whole
 
 
 def node_messages(path: Path) -> Optional[list[bytes]]:
@@ -45,46 +43,6 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
     message is a GlobalMetadata; None for anything else (larger, compressed, JSON, damaged)."""
     got = file_messages(path)
     return None if got is None else got[1:]
-
-
-def file_messages(path: Path) -> Optional[list[bytes]]:
-    """`node_messages` with the GlobalMetadata message first (what `table_from_messages` reads)."""
-    with input_file_errors(path):
-        fd = os.open(path, os.O_RDONLY)  # no buffered file object: a thousand small files add up
-        try:
-            size = os.fstat(fd).st_size
-            if size > WHOLE_FILE_BYTES:
-                return None
-            data = os.read(fd, size)
-            while len(data) < size and (more := os.read(fd, size - len(data))):
-                data += more
-        finally:
-            os.close(fd)
-    if not _plain(data):
-        return None
-    framed: list[bytes] = []
-    try:
-        for _, _, batch in iter_payload_batches(path, io.BytesIO(data)):
-            framed.extend(batch)
-    except TraceFormatError:
-        return None
-    if not framed or not _is_metadata(framed[0]):
-        return None
-    return framed
-
-
-def _plain(head: bytes) -> bool:
-    """Whether a file starting with these bytes is neither gzip nor JSON."""
-    head = head[:64].lstrip(b" \t\r\n")
-    return head[:2] != GZIP_MAGIC and head[:1] not in (b"{", b"[")
-
-
-def _is_metadata(framed: bytes) -> bool:
-    try:
-        pb.GlobalMetadata.FromString(framed[_prefix_size(framed) :])
-    except DecodeError:
-        return False
-    return True
 
 
 def digest(framed: list[bytes]) -> bytes:
@@ -101,10 +59,10 @@ def file_digest(path: Path) -> bytes:
         skip = 0
         head = f.read(64)
         f.seek(0)
-        if _plain(head):
+        if is_plain(head):
             try:
                 first = next(iter_payload_batches(path, f))[2][0]
-                skip = len(first) if _is_metadata(first) else 0
+                skip = len(first) if is_metadata(first) else 0
             except (StopIteration, TraceFormatError):
                 pass
         f.seek(skip)

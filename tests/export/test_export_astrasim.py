@@ -228,9 +228,13 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         assert grouped(summary.issues, summary.tallies) == grouped(plain.issues)
         assert dict(summary.counts) == dict(plain.counts)
         assert len(summary.issues) == len({i.code for i in plain.issues})
-        # ... and as the command reads them (framed once, for the simulation too)
+        # ... and as the command reads them (framed once, for the simulation too; a compute node's
+        # findings replayed on the compute nodes with the same attributes)
         try:
-            assert warning_lines(simulate_plan(str(prefix), None, None, None, backend)) == warning_lines(plain)
+            read = simulate_plan(str(prefix), None, None, None, backend)
+            assert warning_lines(read) == warning_lines(plain)
+            assert grouped(read.issues, read.tallies) == grouped(plain.issues)
+            assert dict(read.counts) == dict(plain.counts)
         finally:
             forget_framed()
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
@@ -249,3 +253,30 @@ def test_a_tally_keeps_the_smallest_node_ids_of_many():
         tally.add(issue)
     assert len(tally.nodes) <= 64 * 20 + 1
     assert grouped(issues[:1], {"cpu-compute": tally}) == grouped(issues)
+
+
+def test_attributes_read_from_their_bytes_are_read_attrs(samples_dir, tmp_path, run_cli):
+    """`chakra simulate`'s checks read shared communication nodes' attributes from their bytes, each
+    distinct attribute decoded once (`read_attr_bytes`): values and misplaced arms must be what
+    `read_attrs` reads from the decoded node, on a converted recording and on attributes written in
+    an arm ASTRA-sim does not read, an attribute twice and an empty one."""
+    from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
+    from chakra.trace import make_node
+
+    prefix = _convert_pytorch(run_cli, samples_dir, "collectives2", 2, tmp_path / "c")
+    nodes = [n for t in read_traces([prefix]) for n in t.nodes]
+    odd = make_node(7, "odd", NodeType.COMM_COLL_NODE)
+    set_attr(odd, "comm_size", 4096, arm="int32_val")  # ASTRA-sim reads int64_val
+    set_attr(odd, "comm_type", 1)
+    odd.attr.add(name="comm_type").int64_val = 2  # a second of the name: the first one counts
+    odd.attr.add(name="pg_name")  # no arm set
+    memo: dict = {}
+    for n in [*nodes, odd, odd]:
+        assert read_attr_bytes([a.SerializeToString() for a in n.attr], memo) == read_attrs(n), n.name
+    values, misplaced = read_attr_bytes([a.SerializeToString() for a in odd.attr], memo)
+    assert (
+        values["comm_size"] == 4096
+        and values["comm_type"] == 1
+        and ("comm_size", "int32_val", "int64_val") in misplaced
+    )
+    assert len(memo) < sum(len(n.attr) for n in nodes)  # attributes repeat across nodes: decoded once

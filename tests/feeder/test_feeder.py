@@ -184,3 +184,38 @@ def test_index_is_compact_and_payloads_stay_on_disk(tmp_path):
         count += len(ids)
     assert count == n
     assert f.lookup_node(n - 1).name == f"op_{n - 1}" and len(f._cache) <= 100
+
+
+def test_feeder_and_simulator_read_a_rank_through_one_path(samples_dir, tmp_path, run_cli):
+    """The feeder and the simulator read ranks through `chakra.feeder.reading.read_rank`: on a
+    converted recording (plain and gzip) and its JSON form, the feeder's index holds the nodes, the
+    dependencies and the payload offsets the simulator's reading finds."""
+    import gzip
+
+    import numpy as np
+
+    from chakra.feeder import reading
+    from chakra.sim.loading import load_table
+
+    d = samples_dir / "pytorch" / "ddp2"
+    res = run_cli(
+        "convert", "pytorch", str(d / "et.0.json"), "-k", str(d / "kineto.0.json"), "-o", str(tmp_path / "c"), "-q"
+    )
+    assert res.exit_code == 0, res.stderr
+    plain = tmp_path / "c.0.et"
+    packed = tmp_path / "z.0.et.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    sim = load_table(plain, False)
+    sim_columns = ("is_cpu", "num_ops", "tensor_size")
+    assert len(sim) > 100
+    for path in (plain, packed):
+        with ETFeeder(path, attrs=True) as f:
+            for col in (*("ids", "types", "dur_us", "dep_count", "child_ptr", "child_idx"), *sim_columns):
+                assert np.array_equal(getattr(f.table, col), getattr(sim, col)), (path, col)
+            assert f.table.sparse == sim.sparse
+            assert np.array_equal(f.table.payload_off, sim.payload_off)
+            assert f.lookup_node(int(sim.ids[-1])).id == int(sim.ids[-1])  # decoded from the memory map
+            tmp = f._tmp
+            assert (tmp is not None) == (path == packed)  # gzip: a temporary copy to map
+        assert tmp is None or not tmp.exists()  # removed on close
+    assert reading.file_messages(packed) is None and reading.file_messages(plain)

@@ -22,6 +22,7 @@ from chakra.io import read_trace
 from chakra.sim import api, simulate
 from chakra.sim.api import SimOptions
 from chakra.sim.config import NetworkConfig
+from chakra.sim.twins import file_messages
 from feeder.table import table_from_et
 from tests.sim.conftest import RT_SYSTEM, generate_transformer, write_network
 from tools.truthcases import BINARY_NAMES, find_binaries, finish_cycles
@@ -65,10 +66,11 @@ def test_corrupt_metadata_of_a_sharing_rank_is_named(tmp_path):
         simulate(str(prefix), NetworkConfig(["Switch"], [8], [50.0], [500.0]), congestion="unaware")
 
 
-def test_files_framed_for_the_checks_are_cut_where_they_were_and_stay_exact(tmp_path):
-    """`chakra simulate` frames every rank file for its ASTRA-sim checks and keeps where each
-    message ends; the simulation then cuts the re-read file there instead of framing it again. The
-    run must be the one of files read afresh, and a file changed in between is read afresh."""
+def test_files_read_for_the_checks_are_taken_by_the_simulation_and_stay_exact(tmp_path):
+    """`chakra simulate` reads every rank file for its ASTRA-sim checks into the job's distinct
+    nodes (`loading.read_shared`) and keeps each file's rows; the simulation then takes those rows
+    instead of reading and framing the file again. The run must be the one of files read afresh,
+    and a file changed in between is read afresh."""
     import os
 
     from chakra.sim import loading
@@ -78,10 +80,15 @@ def test_files_framed_for_the_checks_are_cut_where_they_were_and_stay_exact(tmp_
     alone = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
     files = [Path(f"{prefix}.{r}.et") for r in range(8)]
     try:
-        framed = [loading.read_framed(f, keep=True) for f in files]
-        assert all(framed) and len(loading._FRAMED) == 8
-        assert loading._take_framed(files[0]) == framed[0]  # cut where framed: the same messages
-        loading.read_framed(files[0], keep=True)
+        read = [loading.read_shared(f) for f in files]
+        assert all(read) and len(loading._FRAMED) == 8
+        store = read[0][3]
+        assert all(r[3] is store for r in read)  # one store for the job: equal nodes are one object
+        assert len(store) < sum(len(r[1]) for r in read)  # the ranks repeat nodes
+        messages, rows = loading._take_framed(files[0], store)
+        assert messages == loading.file_messages(files[0])  # the file's own messages, not re-read
+        assert [store.nodes[i] for i in rows.tolist()] == read[0][1]
+        loading.read_shared(files[0])
         st = files[5].stat()
         os.utime(files[5], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed after the checks
         after = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
@@ -103,6 +110,39 @@ def test_remembered_attributes_index_every_file_as_alone(tmp_path):
             assert np.array_equal(getattr(alone, col), getattr(shared, col)), col
         assert alone.sparse == shared.sparse
     assert memo  # later files found nodes the earlier ones had
+
+
+@pytest.mark.parametrize("case", ["generated-3d", "ddp2-metadata"])
+def test_tables_gathered_from_the_jobs_distinct_nodes_are_the_files_own(case, tmp_path, samples_dir, run_cli):
+    """The simulator indexes each rank from the job's distinct nodes (`loading.NodeStore.table`:
+    columns read once per distinct node, then gathered per rank): every column, the child lists in
+    their order, the sparse attributes, the METADATA text and dropped edges must be what indexing
+    the file alone gives, on a generated step and on a converted recording with METADATA nodes."""
+    from chakra.sim.loading import NodeStore, load_table
+
+    if case == "generated-3d":
+        prefix = generate_transformer(tmp_path / "t", *THREE_D)
+        files = [Path(f"{prefix}.{r}.et") for r in range(8)]
+    else:
+        d = samples_dir / "pytorch" / "ddp2"
+        args = [a for r in range(2) for a in (str(d / f"et.{r}.json"), "-k", str(d / f"kineto.{r}.json"))]
+        res = run_cli("convert", "pytorch", *args, "-o", str(tmp_path / "m"), "-q", "--metadata-node")
+        assert res.exit_code == 0, res.stderr
+        files = [tmp_path / f"m.{r}.et" for r in range(2)]
+    store = NodeStore()
+    columns = ("ids", "types", "dur_us", "is_cpu", "num_ops", "tensor_size", "dep_count", "child_ptr", "child_idx")
+    for f in files * 2:  # the second time every node is met before
+        messages = file_messages(f)
+        for names in (False, True):
+            alone = load_table(f, names, "drop", messages=messages)
+            got = store.table(f, store.rows(messages[1:]), len(messages[0]), names, "drop")
+            for col in (*columns, "payload_off", "payload_len"):
+                assert np.array_equal(getattr(alone, col), getattr(got, col)), col
+            assert got.sparse == alone.sparse and got.names == alone.names
+            assert got.metadata_inputs == alone.metadata_inputs
+            assert (got.dropped_deps, got.first_dropped) == (alone.dropped_deps, alone.first_dropped)
+        assert alone.metadata_inputs or case == "generated-3d"
+    assert len(store) < sum(len(file_messages(f)) for f in files)
 
 
 BIN = find_binaries()

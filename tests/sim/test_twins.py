@@ -118,13 +118,14 @@ def test_seeded_edits_of_rank_files_simulate_as_in_memory(tmp_path, seed):
 def test_files_too_large_to_hold_are_hashed_in_blocks_and_still_shared(tmp_path, monkeypatch):
     """Past `WHOLE_FILE_BYTES` a rank file is not held whole: byte-identical SPMD ranks still share
     one engine (hashed in blocks, GlobalMetadata left out), near copies compile on their own."""
+    from chakra.feeder import reading
     from chakra.sim import twins
 
     prefix = generate_transformer(tmp_path / "dp", "--dp", "8", "--batch", "8", "--layers", "1", "--microbatches", "1")
     net = NetworkConfig(["Switch"], [8], [50.0], [500.0])
     files = [f"{prefix}.{r}.et" for r in range(8)]
     small = simulate(files, net, congestion="unaware", record_nodes=True)
-    monkeypatch.setattr(twins, "WHOLE_FILE_BYTES", 16)
+    monkeypatch.setattr(reading, "WHOLE_FILE_BYTES", 16)
     assert twins.node_messages(Path(files[0])) is None
     assert twins.file_digest(Path(files[0])) == twins.file_digest(Path(files[5]))
     opts = SimOptions(congestion="unaware")
