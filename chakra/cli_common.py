@@ -181,9 +181,28 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+class _NoBar:
+    """What `make_progress` gives when the bar is off: the calls commands make, doing nothing,
+    without importing rich.progress (start-up a small `chakra simulate` would pay)."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, **fields: Any) -> int:
+        return 0
+
+    def update(self, task: int, **fields: Any) -> None:
+        return None
+
+
 def make_progress(quiet: bool = False, transient: bool = True) -> Any:
     """A rich progress bar on stderr; off with -q and when stderr is no terminal (a log gets no bar
     frames, and an error that follows starts on the first line)."""
+    if quiet or state.quiet or not err_console.is_terminal:
+        return _NoBar()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -194,7 +213,6 @@ def make_progress(quiet: bool = False, transient: bool = True) -> Any:
         TimeElapsedColumn(),
         console=err_console,
         transient=transient,
-        disable=quiet or state.quiet or not err_console.is_terminal,
     )
 
 

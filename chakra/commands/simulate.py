@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from chakra.cli_common import (
     TRACES_HELP,
@@ -310,6 +309,8 @@ def _write_timeline(log_path: Path, timeline: Path, traces: list[str], own_log: 
 
 def _print_result(result, quiet: bool) -> None:
     """Per-rank table (fastest, median and slowest beyond 32 ranks), finish time, replay note."""
+    from rich.table import Table  # here: --json and -q print no table
+
     s = result.settings
     table = Table(
         title=f"simulated: congestion-{s['congestion']}, comm {s['comm_mode']}, {s['compat']} model (times in ns)"
@@ -353,6 +354,8 @@ def _subtitle(result) -> str:
 
 def _print_traffic(t: dict) -> None:
     """Bytes and utilization per dimension, then the heaviest links and what loaded them."""
+    from rich.table import Table
+
     table = Table(title=f"traffic per dimension ({t['backend']} backend, over {t['span_ns']:,} ns)")
     for col in ("dim", "topology", "NPUs", "messages", "bytes", "busy ns", "utilization", "peak bin"):
         table.add_column(col, justify="right")
