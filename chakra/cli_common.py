@@ -19,8 +19,10 @@ from rich.console import Console
 
 from chakra.errors import ChakraError, ReaderGone
 
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: names are printed as they are (a node or file named `:fire:` stays that text), and
+# rich's emoji table is never loaded (start-up every command pays).
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 #: Width of output that is not a terminal (a pipe, a file, CI): wide enough that tables take the
 #: width of their content, since nothing there wraps lines for the reader. rich's own default, 80

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -28,28 +27,37 @@ from chakra.files import STDIN, read_bounded
 from chakra.io import input_file_errors
 
 # --- the plain subset --------------------------------------------------------------------------
-# A number as PyYAML resolves it the way Python reads it (decimal, no `_`, no leading zero, no
-# exponent: "1e3" is a string to PyYAML), or a word that resolves to a string (`_WORDS` aside).
-_SCALAR = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|[A-Za-z][A-Za-z0-9_]*"
-_ENTRY = re.compile(
-    rf"([A-Za-z_][A-Za-z0-9_-]*): +(\[ *(?:(?:{_SCALAR}) *(?:, *(?:{_SCALAR}) *)*)?\]|{_SCALAR})(?: +#.*)? *"
-)
-_TOKEN = re.compile(_SCALAR)
-_SKIP = re.compile(r" *(?:#.*)?")  # a blank or comment line
+# Read with str methods, not regular expressions: compiling those would cost about what PyYAML's
+# import does. A scalar is a number as PyYAML resolves it the way Python reads it (decimal, no
+# `_`, no leading zero, no exponent: "1e3" is a string to PyYAML) or a word that resolves to a
+# string (letters, digits and `_`, starting with a letter; `_WORDS` aside).
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_WORD_CHARS = _LETTERS | frozenset("0123456789_")
+_KEY_CHARS = _WORD_CHARS | {"-"}
 # plain words YAML 1.1 reads as booleans or null (and y/n, which some YAML readers do)
 _WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")  # JSON floats YAML reads as floats too
-_PRINTABLE = re.compile(r"[ -~\n]*")
+_DEPTH = 16  # JSON nesting a config never needs (PyYAML's reader recurses: deeper is its error to give)
+_LONGEST = 1000  # longer JSON strings are left to PyYAML (a YAML simple key has a length limit)
 
 
 class _NotPlain(Exception):
     pass
 
 
+def _number(token: str, dot_needed: bool = False) -> Any:
+    """An int or float from a decimal token (optional `-`, no leading zero, optional `.digits`)."""
+    whole, dot, frac = (token[1:] if token[:1] == "-" else token).partition(".")
+    if not whole.isdigit() or (whole[0] == "0" and len(whole) > 1) or (dot and not frac.isdigit()):
+        raise _NotPlain
+    if dot_needed and not dot:
+        raise _NotPlain
+    return float(token) if dot else int(token)
+
+
 def _scalar(token: str) -> Any:
-    if token[0] == "-" or token[0].isdigit():
-        return float(token) if "." in token else int(token)
-    if token.lower() in _WORDS:
+    if token[:1] == "-" or token[:1].isdigit():
+        return _number(token)
+    if not token or token[0] not in _LETTERS or not _WORD_CHARS.issuperset(token) or token.lower() in _WORDS:
         raise _NotPlain
     return token
 
@@ -59,50 +67,62 @@ def _json_constant(literal: str) -> Any:
 
 
 def _json_float(literal: str) -> float:
-    if not _JSON_NUMBER.fullmatch(literal):
-        raise _NotPlain
-    return float(literal)
-
-
-_DEPTH = 16  # nesting a config never needs
+    return _number(literal, dot_needed=True)  # 1e3, 1.5E+3: strings or other numbers to PyYAML
 
 
 def _shallow(value: Any, depth: int) -> bool:
+    """No deeper than `depth` lists and mappings, and no string longer than `_LONGEST`."""
+    if isinstance(value, str):
+        return len(value) <= _LONGEST
     if isinstance(value, dict):
-        value = list(value.values())
+        value = [*value, *value.values()]
     if isinstance(value, list):
         return depth > 0 and all(_shallow(v, depth - 1) for v in value)
     return True
+
+
+def _entry(line: str) -> tuple[str, Any]:
+    """`key: value  # comment` at the start of a line: value a scalar or a flow list of them."""
+    key, colon, rest = line.partition(":")
+    if not colon or key[:1] not in _LETTERS | {"_"} or not _KEY_CHARS.issuperset(key) or key.lower() in _WORDS:
+        raise _NotPlain
+    value, hash_, _ = rest.partition("#")
+    if value[:1] != " " or (hash_ and value[-1:] != " "):
+        raise _NotPlain  # `key:value`, or `#` right after a value (then part of it, to YAML)
+    value = value.strip(" ")
+    if value[:1] != "[":
+        return key, _scalar(value)
+    if value[-1:] != "]":
+        raise _NotPlain
+    inner = value[1:-1]
+    return key, [_scalar(t.strip(" ")) for t in inner.split(",")] if inner.strip(" ") else []
 
 
 def _plain_document(text: str) -> Any:
     """The document in `text` when it keeps to the plain subset (raises _NotPlain otherwise):
     unindented `key: value` lines whose values are a number, a word or a flow list of them, with
     blank and `#` comment lines between; or JSON without escapes, exponents or long strings."""
-    if not _PRINTABLE.fullmatch(text):
+    if not text.isascii() or not text.replace("\n", "").isprintable():
         raise _NotPlain  # tabs, carriage returns, non-ASCII: PyYAML's rules there are its own
-    head = text.lstrip(" \n")[:1]
-    if head in ("{", "["):
-        if "\\" in text or re.search(r"\n *:|\"[^\"\n]{1000,}\"", text):
-            raise _NotPlain  # escapes, a key before a line break, a key too long for a YAML simple key
+    lines = text.split("\n")
+    if text.lstrip(" \n")[:1] in ("{", "["):
+        if "\\" in text or any(line.lstrip(" ")[:1] == ":" for line in lines):
+            raise _NotPlain  # escapes; a key and its colon on two lines
         try:
             doc = json.loads(text, parse_float=_json_float, parse_constant=_json_constant)
         except ValueError:  # not JSON (or an integer of thousands of digits): PyYAML says what
             raise _NotPlain from None
         if not _shallow(doc, _DEPTH):
-            raise _NotPlain  # PyYAML's reader recurses: deep nesting is its error to give
+            raise _NotPlain
         return doc
     doc: dict[str, Any] = {}
-    for line in text.split("\n"):
-        m = _ENTRY.fullmatch(line)
-        if m is None:
-            if _SKIP.fullmatch(line):
-                continue
+    for line in lines:
+        if line.lstrip(" ")[:1] in ("", "#"):
+            continue  # a blank or comment line
+        key, value = _entry(line)
+        if key in doc:
             raise _NotPlain
-        key, value = m.groups()
-        if key in doc or key.lower() in _WORDS:
-            raise _NotPlain
-        doc[key] = list(map(_scalar, _TOKEN.findall(value))) if value[0] == "[" else _scalar(value)
+        doc[key] = value
     if not doc:
         raise _NotPlain  # empty: PyYAML says what it is
     return doc

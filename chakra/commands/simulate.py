@@ -331,7 +331,8 @@ def _print_result(result, quiet: bool) -> None:
         cells = (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.idle_ns, r.nodes)
         table.add_row(str(rank), *(f"{v:,}" for v in cells))
     console.print(table)
-    console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)")
+    # highlight=False: the figure is bold already, and rich's number highlighter costs start-up
+    console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)", highlight=False)
     if s.get("fold"):
         copies = s["fold"]["copies"]
         info(
