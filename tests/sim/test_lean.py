@@ -23,7 +23,7 @@ import pytest
 import chakra.sim.lean
 import chakra.sim.loading
 from chakra.feeder.table import NodeTable, table_from_messages
-from chakra.io import read_trace, write_trace
+from chakra.io import read_trace, read_traces, write_trace
 from chakra.schema import NodeType
 from chakra.sim import simulate
 from chakra.sim.compiler import RankEngine
@@ -173,13 +173,16 @@ def test_converted_pytorch_samples(converted, run_cli, force, name, tmp_path):
         lean, full = _cli_both(run_cli, force, str(prefix), *extra)
         assert lean == full, extra
         assert lean[0] == 0, lean
-    # node times too (what `--log` and the step figures are made of)
+    # node times too (what `--log` and the step figures are made of), from the files and from
+    # traces in memory (`simulate([Trace, ...])`, indexed by `table_from_nodes`)
     times = []
     for lean in (True, False):
         force(lean)
-        res = simulate(str(prefix), record_nodes=True)
-        times.append((res.node_times, {r: v.finish_ns for r, v in res.ranks.items()}, res.to_json()))
-    assert times[0] == times[1]
+        for source in (str(prefix), read_traces([prefix])):
+            res = simulate(source, record_nodes=True)
+            times.append((res.node_times, {r: v.finish_ns for r, v in res.ranks.items()}, res.to_json()))
+    assert times[0] == times[2] and times[1] == times[3]
+    assert times[0][1] == times[1][1]  # files and memory agree on the finishes
 
 
 @pytest.mark.parametrize("shape", ["3d", "dp4"])
