@@ -18,7 +18,6 @@ from chakra.cli_common import (
     JsonOption,
     MissingDeps,
     QuietOption,
-    console,
     handle_errors,
     info,
     make_progress,
@@ -248,6 +247,8 @@ def _step(traces: list[str], result: Any, recording: Optional[dict[str, Any]]) -
 
 def _print_step(step: dict[str, Any]) -> None:
     """Per-step time of the run the durations describe, with the profiled step beside it."""
+    from chakra.cli_common import console
+
     line = f"step: [bold]{step['step_ns'] / 1e6:,.3f} ms[/] (median of {step['steps']} steps) — {step['label']}"
     console.print(line)
     if step["times"] == "untraced" and step.get("profiled_recorded_step_ns"):
@@ -309,7 +310,9 @@ def _write_timeline(log_path: Path, timeline: Path, traces: list[str], own_log: 
 
 def _print_result(result, quiet: bool) -> None:
     """Per-rank table (fastest, median and slowest beyond 32 ranks), finish time, replay note."""
-    from rich.table import Table  # here: --json and -q print no table
+    from rich.table import Table  # here: --json and -q print no table (nor make the console)
+
+    from chakra.cli_common import console
 
     s = result.settings
     table = Table(
@@ -356,6 +359,8 @@ def _subtitle(result) -> str:
 def _print_traffic(t: dict) -> None:
     """Bytes and utilization per dimension, then the heaviest links and what loaded them."""
     from rich.table import Table
+
+    from chakra.cli_common import console
 
     table = Table(title=f"traffic per dimension ({t['backend']} backend, over {t['span_ns']:,} ns)")
     for col in ("dim", "topology", "NPUs", "messages", "bytes", "busy ns", "utilization", "peak bin"):

@@ -80,7 +80,7 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
     assert "chakra.export.astrasim" in modules  # and the ASTRA-sim checks (they read the traces too)
     assert _heavy(modules, HEAVY) == []
     assert _heavy(modules, SMALL_PATH_HEAVY) == []
-    assert "rich.table" not in modules  # --json prints no table
+    assert "rich.table" not in modules and "rich.console" not in modules  # --json -q: no table, no console
     # Only the command that runs is imported, never its siblings.
     assert sorted(m for m in modules if m.startswith("chakra.commands.")) == ["chakra.commands.simulate"]
 
