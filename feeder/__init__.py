@@ -1,7 +1,7 @@
 """Feeders: hand a simulator one rank's nodes as their dependencies are met (see `et_feeder`).
 
 The names below load with their module on first use: the simulator indexes traces with
-`chakra.feeder.table` alone, and needs no feeder (its start-up counts, chakra/sim/lean.py).
+`chakra.feeder.table` alone, and a small `chakra simulate`'s start-up counts (tests/core/test_startup.py).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ from heapq import heappop, heappush
 from pathlib import Path
 from typing import Optional, Union
 
+import numpy as np
+
 from chakra.errors import ChakraError, InputError
 from chakra.feeder.table import NodeTable, gunzip_to_temp, table_from_et, table_from_nodes
 from chakra.io import is_gzip
@@ -125,8 +127,6 @@ class ETFeeder:
         self._cache: OrderedDict[int, pb.Node] = OrderedDict()
         self._remaining = n  # not yet issued
         self._outstanding = 0  # issued, not yet freed
-        import numpy as np  # here, not at the top: the simulator imports this package without a feeder
-
         ready_rows = np.nonzero(t.dep_count == 0)[0].tolist()
         for i in ready_rows:
             self._state[i] = READY
@@ -319,8 +319,6 @@ class ETFeeder:
         )
 
     def _pending_parents(self, row: int) -> list[int]:
-        import numpy as np
-
         t = self.table
         ptr = t.child_ptr
         parents = np.nonzero(t.child_idx == row)[0]

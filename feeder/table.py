@@ -5,8 +5,6 @@ dicts) alive. One pass over the file records, per node, its id, type, duration, 
 its payload and its dependency edges in flat `array`s (8 bytes per value, no Python object per
 node); numpy then sorts ids, maps dependency ids to row numbers and builds a CSR child list in
 bulk. Rows are numbered in ascending node-id order, so "smallest ready id" is "smallest ready row".
-A small trace (`lean=True`) gets the same columns from plain Python into `array`s instead: importing
-numpy costs more start-up than a few thousand nodes take to index (see `chakra.sim.loading`).
 
 With `attrs=True` (the simulator's mode) the pass also reads the attributes the simulator needs:
 dense columns for `is_cpu_op`, `num_ops`, `tensor_size` (every node may have them), and a sparse
@@ -19,15 +17,15 @@ import math
 import os
 import tempfile
 from array import array
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import attrgetter, lt
+from itertools import accumulate, chain
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from chakra.errors import TraceFormatError
@@ -36,9 +34,6 @@ from chakra.io import decompress_to
 from chakra.schema import pb
 from chakra.schema.attrs import SIMULATOR_ATTRS, SPLIT_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value
-
-if TYPE_CHECKING:  # numpy is imported where a column is built with it (not for a lean table)
-    import numpy as np
 
 #: attributes kept in the sparse per-node dict (comm, memory and metadata nodes only).
 SPARSE_ATTRS = frozenset({*SIMULATOR_ATTRS, *SPLIT_ATTRS, "tensor_loc"})  # tensor_loc: a string or a number
@@ -64,8 +59,7 @@ class NodeTable:
     """Columns of one rank's nodes, rows in ascending id order.
 
     `child_ptr`/`child_idx` form a CSR list of children (deduplicated over data and ctrl deps),
-    `dep_count[i]` is the number of distinct parents of row i. The columns are numpy arrays, or
-    `array.array`s of the same item types in a lean table (`lean`).
+    `dep_count[i]` is the number of distinct parents of row i.
     """
 
     path: Optional[Path]
@@ -92,14 +86,9 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.ids)
 
-    @property
-    def lean(self) -> bool:
-        """Whether the columns are `array.array`s (built without numpy)."""
-        return isinstance(self.ids, array)
-
     def row_of(self, node_id: int) -> int:
         """Row of a node id, or -1."""
-        i = bisect_left(self.ids, node_id)
+        i = int(np.searchsorted(self.ids, node_id))
         if i < len(self.ids) and self.ids[i] == node_id:
             return i
         return -1
@@ -141,12 +130,9 @@ def _cpu_flag_from_bytes(raw: bytes) -> Optional[int]:
 class _Builder:
     """Accumulates columns during the single pass; `finish` turns them into a NodeTable."""
 
-    def __init__(
-        self, path: Optional[Path], attrs: bool, names: bool, memo: Optional[dict] = None, lean: bool = False
-    ) -> None:
+    def __init__(self, path: Optional[Path], attrs: bool, names: bool, memo: Optional[dict] = None) -> None:
         self.path = path
         self.attrs = attrs
-        self.lean = lean  # plain Python into arrays, no numpy (`finish`)
         # serialized node -> its decoded attribute columns, shared by the files of one job: SPMD
         # ranks repeat most nodes byte for byte, and attribute decoding is the costly part
         self.memo = memo
@@ -220,12 +206,7 @@ class _Builder:
             lens = list(map(len, field_deps))
             if any(lens):
                 self.edge_parent.extend(chain.from_iterable(field_deps))
-                if self.lean:
-                    self.edge_child.extend(chain.from_iterable(map(repeat, range(pos, pos + k), lens)))
-                else:
-                    import numpy as np
-
-                    self.edge_child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int32), lens).tobytes())
+                self.edge_child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int32), lens).tobytes())
         if self.names is not None:
             self.names.extend([n.name for n in nodes])
         if self.attrs:
@@ -319,12 +300,7 @@ class _Builder:
         case) skip every reordering copy, intermediates are dropped as soon as possible, and edges
         are not deduplicated: a parent listed twice (data and ctrl) simply counts twice in the
         child's dependency count and appears twice in its child list, which releases it correctly.
-        A lean builder gives the same table with `array` columns (`_finish_lean`).
         """
-        if self.lean:
-            return self._finish_lean(missing_deps)
-        import numpy as np
-
         n = len(self.ids)
         ids = np.frombuffer(self.ids, dtype=np.int64) if n else np.zeros(0, np.int64)
         identity = bool(n < 2 or (ids[1:] > ids[:-1]).all())
@@ -420,93 +396,6 @@ class _Builder:
             first_dropped=first_dropped,
         )
 
-    def _finish_lean(self, missing_deps: str) -> NodeTable:
-        """`finish` in plain Python: the same rows, columns, errors and CSR lists, as `array`s."""
-        ids = self.ids
-        n = len(ids)
-        order: Optional[list[int]] = None
-        sorted_ids = ids
-        if n > 1 and not all(map(lt, ids, islice(ids, 1, None))):
-            order = sorted(range(n), key=ids.__getitem__)  # stable, as argsort(kind="stable")
-            sorted_ids = array("q", map(ids.__getitem__, order))
-            dup = [i for i in range(n - 1) if sorted_ids[i + 1] == sorted_ids[i]]
-            if dup:
-                shown = ", ".join(str(sorted_ids[i]) for i in dup[:5])
-                raise TraceFormatError(self.path, f"duplicate node id(s): {shown}")
-        row_of_pos: list[int] = []
-        if order is not None:
-            row_of_pos = [0] * n
-            for r, p in enumerate(order):
-                row_of_pos[p] = r
-
-        def col(arr: Optional[array]) -> Optional[array]:
-            if arr is None or order is None:
-                return arr
-            return array(arr.typecode, map(arr.__getitem__, order))
-
-        dropped, first_dropped = 0, ""
-        counts = array("i", bytes(4 * n))
-        child_idx = array("i")
-        child_ptr = array("q", bytes(8 * (n + 1)))
-        if len(self.edge_child):
-            child_rows: Any = self.edge_child if order is None else list(map(row_of_pos.__getitem__, self.edge_child))
-            parent_ids = self.edge_parent
-            row = dict(zip(sorted_ids, range(n)))
-            prow: list[Any] = list(map(row.get, parent_ids))
-            if None in prow:
-                bad = [i for i, p in enumerate(prow) if p is None]
-                if missing_deps == "error":
-                    pairs = ", ".join(f"node {sorted_ids[child_rows[i]]} -> missing {parent_ids[i]}" for i in bad[:5])
-                    more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-                    raise TraceFormatError(self.path, f"dependency on a node that does not exist: {pairs}{more}")
-                dropped = len(bad)
-                first_dropped = f"node {sorted_ids[child_rows[bad[0]]]} -> missing {parent_ids[bad[0]]}"
-                keep = [p is not None for p in prow]
-                child_rows = list(compress(child_rows, keep))
-                prow = list(compress(prow, keep))
-            for c, p in zip(child_rows, prow):
-                if c == p:
-                    raise TraceFormatError(self.path, f"node {sorted_ids[p]} depends on itself")
-            for c in child_rows:
-                counts[c] += 1
-            # children of a parent in ascending row order, as `finish` sorts them
-            if order is None:
-                by_parent = sorted(range(len(prow)), key=prow.__getitem__)
-            else:
-                by_parent = sorted(range(len(prow)), key=lambda i: (prow[i], child_rows[i]))
-            child_idx = array("i", map(child_rows.__getitem__, by_parent))
-            per_parent = [0] * n
-            for p in prow:
-                per_parent[p] += 1
-            child_ptr = array("q", accumulate(per_parent, initial=0))
-        if order is None:
-            sparse = dict(self.sparse)
-            names = self.names
-        else:
-            sparse = {row_of_pos[p]: v for p, v in self.sparse.items()}
-            names = [self.names[i] for i in order] if self.names is not None else None
-        return NodeTable(
-            path=self.path,
-            ids=sorted_ids,
-            types=col(self.types),
-            dur_us=col(self.dur),
-            start_us=col(self.start),
-            dep_count=counts,
-            child_ptr=child_ptr,
-            child_idx=child_idx,
-            payload_off=col(self.off),
-            payload_len=col(self.plen),
-            file_pos=array("q", order) if order is not None else None,
-            is_cpu=col(self.is_cpu),
-            num_ops=col(self.num_ops),
-            tensor_size=col(self.tensor_size),
-            sparse=sparse,
-            names=names,
-            metadata_inputs=self.metadata_inputs,
-            dropped_deps=dropped,
-            first_dropped=first_dropped,
-        )
-
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -544,10 +433,9 @@ def table_from_nodes(
     attrs: bool = True,
     names: bool = False,
     missing_deps: str = "error",
-    lean: bool = False,
 ) -> NodeTable:
-    """Index nodes already in memory (an in-memory Trace or a JSON-form file); `lean`: without numpy."""
-    b = _Builder(path, attrs, names, lean=lean)
+    """Index nodes already in memory (an in-memory Trace or a JSON-form file)."""
+    b = _Builder(path, attrs, names)
     nodes = nodes if isinstance(nodes, list) else list(nodes)
     b.add_batch(nodes, 0)
     return b.finish(missing_deps)
@@ -574,18 +462,12 @@ def table_from_et(
 
 
 def table_from_messages(
-    path: Path,
-    messages: list[bytes],
-    *,
-    names: bool = False,
-    missing_deps: str = "error",
-    memo: Optional[dict] = None,
-    lean: bool = False,
+    path: Path, messages: list[bytes], *, names: bool = False, missing_deps: str = "error", memo: Optional[dict] = None
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
     """`table_from_et` (the simulator's columns) of a plain `.et` file already read and framed
     into its messages, GlobalMetadata first (`chakra.sim.twins.file_messages`): the bytes are not
-    read or framed a second time. `lean`: built without numpy (`array` columns)."""
-    return _table_from_batches(path, _message_batches(messages), True, names, missing_deps, memo, lean)
+    read or framed a second time."""
+    return _table_from_batches(path, _message_batches(messages), True, names, missing_deps, memo)
 
 
 def _message_batches(messages: list[bytes]) -> Any:
@@ -606,17 +488,11 @@ def _table_from_stream(
 
 
 def _table_from_batches(
-    path: Path,
-    batches: Any,
-    attrs: bool,
-    names: bool,
-    missing_deps: str,
-    memo: Optional[dict] = None,
-    lean: bool = False,
+    path: Path, batches: Any, attrs: bool, names: bool, missing_deps: str, memo: Optional[dict] = None
 ) -> tuple[pb.GlobalMetadata, NodeTable]:
     from chakra.io import NodeBatch, _prefix_size
 
-    b = _Builder(path, attrs, names, memo, lean)
+    b = _Builder(path, attrs, names, memo)
     metadata = pb.GlobalMetadata()
     parse = NodeBatch.FromString
     pos = 0

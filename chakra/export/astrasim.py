@@ -43,7 +43,6 @@ binaries), each the reason for one rule below:
 from __future__ import annotations
 
 import functools
-from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain, compress
@@ -347,11 +346,13 @@ class _Planner:
 
     def resolve_groups(self) -> tuple[dict[str, str], dict[str, tuple[int, ...]]]:
         """pg_name -> name written, and name written -> members, for every pg_name in use."""
+        import numpy as np
+
         used: dict[str, set[int]] = defaultdict(set)
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             cols = self.columns[pos]
-            for n in [cols.order[i] for i in cols.rows_of(_COLL)]:
+            for n in [cols.order[i] for i in np.flatnonzero(cols.types == _COLL).tolist()]:
                 used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
@@ -418,7 +419,7 @@ class _Planner:
             cols = self.columns[pos]
             order, suspects, later = cols.order, cols.suspects, cols.later
             ids = set(map(_by_id, order)) if suspects else set()  # for the suspects only
-            if len(cols.rows_of(_METADATA)) == len(order):
+            if bool((cols.types == _METADATA).all()):
                 self.idle.add(r)
                 self.counts["idle node added to empty ranks"] += 1
                 self.add(
@@ -489,22 +490,17 @@ class _Planner:
         their bytes (`raw`), a compute node met for the first time is known clean when another
         compute node with the same attributes (byte for byte) was: its checks read nothing else.
         `pending` gets the attribute bytes of the compute nodes still to judge (row -> bytes)."""
+        import numpy as np
+
         order, types, suspects = cols.order, cols.types, cols.suspects
         if not self.shared_nodes:
             return list(range(len(order)))
         clean = self.clean_compute
         k = len(order)
-        if isinstance(types, array):  # read lean (chakra.sim.lean)
-            judged = list(map(clean.__contains__, map(id, order)))
-            walk = [i for i in range(k) if types[i] != _COMP or not judged[i]]
-            comp = [i for i in walk if types[i] == _COMP]
-        else:
-            import numpy as np
-
-            judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
-            comp_rows = types == _COMP
-            walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
-            comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
+        judged_clean = np.fromiter(map(clean.__contains__, map(id, order)), dtype=bool, count=k)
+        comp_rows = types == _COMP
+        walk = np.flatnonzero(~comp_rows | ~judged_clean).tolist()
+        comp = np.flatnonzero(comp_rows & ~judged_clean).tolist()
         if comp and self.raw is not None:
             raw = self.raw
             comp = [i for i in comp if id(order[i]) in raw]  # a JSON trace's nodes have no bytes
@@ -1034,18 +1030,10 @@ class _RankColumns:
     Python is a call: at 2 M nodes every pass over them costs about a second)."""
 
     order: list[pb.Node]  # the nodes in ascending id order (equal ids in file order)
-    types: Any  # numpy int64 (an int64 `array` when read lean): their types, in that order
+    types: Any  # numpy int64: their types, in that order
     suspects: set[int]  # rows with a dependency on themselves, on a later id or on an absent id
     later: bool  # a dependency on a later id (only then can there be a cycle)
     metadata: list[pb.Node]  # METADATA nodes, in file order
-
-    def rows_of(self, node_type: int) -> list[int]:
-        """The rows of one node type, ascending."""
-        if isinstance(self.types, array):
-            return [i for i, t in enumerate(self.types) if t == node_type]
-        import numpy as np
-
-        return np.flatnonzero(self.types == node_type).tolist()
 
 
 class _Columns:
@@ -1105,32 +1093,8 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
     return _RankColumns(list(order), types, suspects, later, metadata)
 
 
-def _rank_columns_lean(nodes: list[pb.Node]) -> _RankColumns:
-    """`_rank_columns` in plain Python (a small job: chakra.sim.lean), to the same columns."""
-    got = list(map(_GET_COLUMNS, nodes))
-    metadata = [n for n, g in zip(nodes, got) if g[1] == _METADATA]
-    order, cols = nodes, got
-    if not all(a[0] <= b[0] for a, b in zip(got, got[1:])):
-        perm = sorted(range(len(nodes)), key=lambda i: got[i][0])  # stable, as argsort(kind="stable")
-        order, cols = [nodes[i] for i in perm], [got[i] for i in perm]
-    known = {c[0] for c in cols}
-    suspects: set[int] = set()
-    later = False
-    for row, (nid, _, data, ctrl) in enumerate(cols):
-        for dep in (*data, *ctrl):
-            if dep >= nid or dep not in known:
-                suspects.add(row)
-                later = later or dep > nid
-    return _RankColumns(list(order), array("q", [c[1] for c in cols]), suspects, later, metadata)
-
-
 def _all_rank_columns(traces: list[Trace], shared_nodes: bool) -> list[_RankColumns]:
-    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once. A
-    small job is read lean (`chakra.sim.lean`): without numpy, to the same columns."""
-    from chakra.sim.lean import lean_budget
-
-    if sum(len(t.nodes) for t in traces) <= lean_budget():
-        return [_rank_columns_lean(t.nodes) for t in traces]
+    """`_RankColumns` of every rank; with shared nodes each distinct node object is read once."""
     import numpy as np
 
     if not shared_nodes:

@@ -7,12 +7,12 @@ import functools
 import gc
 import os
 import time
-from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import accumulate, compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
 
 from chakra.commgroups import groups_beside, read_comm_groups
 from chakra.errors import ConfigError, InputError
@@ -37,9 +37,6 @@ from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
 from chakra.trace import Trace, rank_set_problem
-
-if TYPE_CHECKING:  # numpy: imported where a rank's figures are worked out with it (not for a lean engine)
-    import numpy as np
 
 PathLike = Union[str, os.PathLike]
 
@@ -92,8 +89,6 @@ class SimResult:
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> int:
     """Total length covered by intervals [start, end)."""
-    import numpy as np
-
     if len(starts) == 0:
         return 0
     order = np.argsort(starts, kind="stable")
@@ -105,16 +100,6 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(np.clip(e - np.maximum(s, prev), 0, None).sum())
 
 
-def _union_lean(starts: list[int], ends: list[int]) -> int:
-    """`_union` in plain Python (a lean engine's few rows)."""
-    if not starts:
-        return 0
-    order = sorted(range(len(starts)), key=starts.__getitem__)
-    s = [starts[i] for i in order]
-    e = list(accumulate((ends[i] for i in order), max))
-    return sum(max(0, b - max(a, p)) for a, b, p in zip(s, e, [s[0], *e[:-1]]))
-
-
 BREAKDOWNS = ("overlap", "astra-sim")
 BREAKDOWN_TEXT = {
     "overlap": "exposed comm = time covered by communication and not by compute (overlap-aware)",
@@ -123,10 +108,6 @@ BREAKDOWN_TEXT = {
 
 
 def rank_stats(e: RankEngine, astra_breakdown: bool) -> RankResult:
-    if isinstance(e.ids, array):  # compiled lean (chakra.sim.compiler): no numpy either
-        return _rank_stats_lean(e, astra_breakdown)
-    import numpy as np
-
     kind = np.frombuffer(e.kind, dtype=np.int8)
     s = np.frombuffer(e.start, dtype=np.int64)
     en = np.frombuffer(e.end, dtype=np.int64)
@@ -149,38 +130,6 @@ def rank_stats(e: RankEngine, astra_breakdown: bool) -> RankResult:
         exposed_comm_ns=max(0, int(exposed)),
         idle_ns=finish - busy_all,
         mem_ns=_union(s[mem], en[mem]),
-        nodes=e.n,
-    )
-
-
-_COMPUTE = frozenset({K_GPU, K_CPU})
-_COMM = frozenset({K_COLL, K_SEND, K_RECV, K_REPLAY})
-
-
-def _rank_stats_lean(e: RankEngine, astra_breakdown: bool) -> RankResult:
-    """`rank_stats` in plain Python: the same figures."""
-    kind, s, en = e.kind, e.start, e.end
-    finish = max(en) if e.n else 0
-
-    def union(rows: list[bool]) -> int:
-        return _union_lean(list(compress(s, rows)), list(compress(en, rows)))
-
-    comp = [k in _COMPUTE for k in kind]
-    comm = [k in _COMM for k in kind]
-    mem = [k == K_MEM for k in kind]
-    both = [a or b for a, b in zip(comp, comm)]
-    compute_ns = union(comp)
-    if astra_breakdown:
-        exposed = finish - e.gpu_sum  # ASTRA-sim: finish - sum of GPU compute durations (astra-sim#302)
-    else:
-        exposed = union(both) - compute_ns
-    return RankResult(
-        finish_ns=finish,
-        compute_ns=compute_ns,
-        comm_ns=union(comm),
-        exposed_comm_ns=max(0, int(exposed)),
-        idle_ns=finish - union([a or b for a, b in zip(both, mem)]),
-        mem_ns=union(mem),
         nodes=e.n,
     )
 
@@ -511,7 +460,7 @@ def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWrite
     def attempt(live: Optional[bool], fold: Any = None) -> Simulation:
         traffic = None
         if models.opts.traffic:
-            from chakra.sim.traffic import TrafficRecorder  # with numpy: only a run that records traffic
+            from chakra.sim.traffic import TrafficRecorder  # only a run that records traffic loads it
 
             traffic = TrafficRecorder(models.network, models.opts.traffic_bins)
         sim = Simulation(engines, models.network, models.collectives, models.memory, policy=models.policy, log=log,

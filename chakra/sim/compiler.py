@@ -6,31 +6,22 @@ compute, CPU compute, collective, send, recv, memory, zero-time, replayed comm),
 `duration_micros x 1000`, 0 becomes 1 ns; or the roofline), CSR children and dependency counts;
 collective/send/recv/memory attributes live in a sparse dict. There are no per-node Python objects.
 Byte-identical rank files share one compiled copy (`for_rank`).
-
-A table built with numpy is compiled with bulk numpy operations; a lean one (`array` columns, a
-small trace: `chakra.sim.loading`) in plain Python, to the same arrays, so that a small simulation
-never imports numpy. tests/sim/test_lean.py holds the two to the same results.
 """
 
 from __future__ import annotations
 
 from array import array
-from dataclasses import fields, replace
-from itertools import compress, repeat
-from math import floor
-from operator import eq
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
+
+import numpy as np
 
 from chakra.errors import ConfigError
 from chakra.schema import CollectiveType, NodeType, collective_name
 from chakra.schema.attrs import RECV_BYTES, SEND_BYTES
-from chakra.schema.kinds import COLL, CPU, GPU, KINDS, MEM, RECV, SEND, kind_codes, kind_of
+from chakra.schema.kinds import COLL, CPU, GPU, KINDS, MEM, RECV, SEND, kind_codes
 from chakra.sim.alltoallv import clean_splits
 from chakra.sim.collective_run import A2A, MODELLED
 from chakra.sim.groups import GroupTable
-
-if TYPE_CHECKING:
-    import numpy as np
 
 # Collective types ASTRA-sim's workload layer rejects ("Unsupported collective comm type"): the
 # rank then never finishes there. BROADCAST is replayed by ASTRA-sim itself.
@@ -45,28 +36,12 @@ UNSUPPORTED = frozenset(
     )
 )
 K_GPU, K_CPU, K_COLL, K_SEND, K_RECV, K_MEM, K_ZERO, K_REPLAY = range(8)
-#: engine code of each kind in KINDS (metadata and invalid nodes: K_ZERO)
-_KIND_TO_CODE = bytes(
-    {CPU: K_CPU, GPU: K_GPU, COLL: K_COLL, SEND: K_SEND, RECV: K_RECV, MEM: K_MEM}.get(k, K_ZERO) for k in KINDS
+_KIND_TO_CODE = np.array(
+    [{CPU: K_CPU, GPU: K_GPU, COLL: K_COLL, SEND: K_SEND, RECV: K_RECV, MEM: K_MEM}.get(k, K_ZERO) for k in KINDS],
+    dtype=np.int8,
 )
 S_CPU, S_GPU, S_COMM, S_FREE = range(4)
 KIND_NAMES = ("gpu_comp", "cpu_comp", "collective", "send", "recv", "memory", "zero", "replay_comm")
-# A lean compile's lookups (bytes.translate): the engine code of each node type byte (an int8 as
-# stored, COMP_NODE as GPU work until is_cpu_op says otherwise), and the slot of each engine code,
-# ASTRA-sim's (compat: zero-time nodes hold the comm slot) and the corrected one.
-_TYPE_TO_CODE = bytes(_KIND_TO_CODE[KINDS.index(kind_of(t - 256 if t > 127 else t, False))] for t in range(256))
-_SLOT_OF_CODE = {
-    compat: bytes(
-        {K_CPU: S_CPU, K_GPU: S_GPU, K_RECV: S_FREE}.get(k, S_FREE if k == K_ZERO and not compat else S_COMM)
-        for k in range(256)
-    )
-    for compat in (True, False)
-}
-_DUR_LIMIT = ((1 << 63) - 1) // 1000  # larger durations (µs) leave int64 in ns: compiled with numpy
-
-
-class _NotLean(Exception):
-    """A value a lean compile cannot give exactly as numpy's int64 arithmetic does."""
 
 
 class RankEngine:
@@ -114,24 +89,15 @@ class RankEngine:
         self.path = str(table.path) if table.path is not None else f"<rank {rank}>"
         n = len(table)
         self.n = n
-        timed: Any = None
-        if isinstance(table.ids, array):  # a lean table (chakra.feeder.table): no numpy
-            try:
-                timed = self._timing_lean(table, system)
-                types: Any = table.types
-            except _NotLean:
-                table = numpy_table(table)
-        if timed is None:
-            types = table.types.astype("int16")
-            timed = self._timing(table, system, types)
-        kind, delay, replay_ns = timed
         self.ids = table.ids
         self.names = table.names if names else None
+        types = table.types.astype(np.int16)
+        kind, delay, replay_ns = self._timing(table, system, types)
         # Situations where ASTRA-sim stops or aborts (we still answer; the caller prints one line each).
         self.warnings: list[str] = []
         # row -> (send, receive) byte lists of an all-to-all with per-peer sizes
         self.peers: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        if int(NodeType.METADATA_NODE) in types:
+        if int((types == NodeType.METADATA_NODE).sum()):
             self.warnings.append(
                 "METADATA node(s): ASTRA-sim 2.x aborts at t=0 on them ('Invalid node_type'); here they take 0 ns"
             )
@@ -141,15 +107,13 @@ class RankEngine:
     def _timing(self, table: Any, system: Any, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(engine kind code, delay ns, recorded duration ns) per row: compute nodes take their
         recorded duration, or the roofline time when the system config enables it."""
-        import numpy as np
-
         n = self.n
         is_cpu = table.is_cpu if table.is_cpu is not None else np.zeros(n, np.int8)
         dur = table.dur_us
         replay_ns = np.where(dur > 0, dur * 1000, 1).astype(np.int64)
         # the core's one classification (chakra.schema.kinds), mapped onto the engine's codes;
         # metadata and invalid nodes take no resource and no time (K_ZERO)
-        kind = np.frombuffer(_KIND_TO_CODE, dtype=np.int8)[kind_codes(types, is_cpu)]
+        kind = _KIND_TO_CODE[kind_codes(types, is_cpu)]
         comp = types == NodeType.COMP_NODE
         delay = np.zeros(n, dtype=np.int64)
         delay[comp] = replay_ns[comp]
@@ -164,47 +128,11 @@ class RankEngine:
             delay[gpu] = roof[gpu].astype(np.int64)
         return kind, delay, replay_ns
 
-    def _timing_lean(self, table: Any, system: Any) -> tuple[bytearray, array, array]:
-        """`_timing` of a lean table, in plain Python: the kind codes as a bytearray, the delays
-        and recorded durations as int64 arrays. _NotLean where numpy's arithmetic would differ
-        (a duration or roofline time past int64)."""
-        dur = table.dur_us
-        if dur and max(dur) > _DUR_LIMIT:
-            raise _NotLean
-        replay_ns = array("q", [d * 1000 if d > 0 else 1 for d in dur])
-        kind = bytearray(table.types.tobytes().translate(_TYPE_TO_CODE))
-        if table.is_cpu is not None and any(table.is_cpu):
-            for row in compress(range(self.n), table.is_cpu):
-                if kind[row] == K_GPU:
-                    kind[row] = K_CPU
-        delay = array("q", bytes(8 * self.n))
-        for row in compress(range(self.n), map(eq, table.types, repeat(int(NodeType.COMP_NODE)))):
-            delay[row] = replay_ns[row]
-        if system.roofline_enabled:
-            bw, peak = system.local_mem_bw * 1e9, system.peak_perf * 1e12
-            ops_col, tsz_col = table.num_ops, table.tensor_size
-            for row in _rows(kind, K_GPU):
-                ops, tsz = float(ops_col[row]), float(tsz_col[row])
-                oi = ops / tsz if tsz > 0 else 0.0
-                a = bw * oi
-                perf = a if a <= peak else peak  # np.minimum: NaN if either is
-                if a != a or peak != peak:
-                    perf = a + peak
-                roof = 0
-                if tsz > 0 and perf > 0:
-                    x = ops / perf * 1e9
-                    if not x < 9.2e18:  # past int64 (or infinite): numpy's cast decides
-                        raise _NotLean
-                    roof = floor(x)
-                delay[row] = roof
-        return kind, delay, replay_ns
-
     def _comm_info(
-        self, table: Any, kind: Any, delay: Any, replay_ns: Any, system: Any, comm_mode: str
+        self, table: Any, kind: np.ndarray, delay: np.ndarray, replay_ns: np.ndarray, system: Any, comm_mode: str
     ) -> tuple[dict[int, tuple], int]:
         """(row -> what its communication or memory access needs, collectives replayed): reads the
-        sparse attributes; rows the simulator cannot model become replays of their duration.
-        `kind`, `delay`, `replay_ns`: numpy arrays, or a lean compile's bytearray and arrays."""
+        sparse attributes; rows the simulator cannot model become replays of their duration."""
         # Communication attributes (sparse: only comm/mem nodes carry them).
         info: dict[int, tuple] = {}
         replay_all = system.replay_only or comm_mode == "replay"
@@ -237,7 +165,7 @@ class RankEngine:
                 info[row] = (max(0, _int(attrs.get("tensor_size"), 0)), local)
         # Comm/mem nodes without any attribute are malformed; say so with the node id.
         for k, what in ((K_COLL, "COMM_COLL_NODE"), (K_SEND, "COMM_SEND_NODE"), (K_RECV, "COMM_RECV_NODE")):
-            for row in _rows(kind, k):
+            for row in np.nonzero(kind == k)[0].tolist():
                 if row not in info:
                     if replay_all or k == K_COLL:
                         kind[row] = K_REPLAY
@@ -247,9 +175,10 @@ class RankEngine:
                     raise ConfigError(
                         f"{self.path} node {int(table.ids[row])}: {what} without comm_src/comm_dst/comm_tag attributes"
                     )
-        for row in _rows(kind, K_MEM):
-            if row not in info:
-                info[row] = (int(table.tensor_size[row]) if table.tensor_size is not None else 0, False)
+        mem_rows = np.nonzero(kind == K_MEM)[0]
+        for row in mem_rows:
+            if int(row) not in info:
+                info[int(row)] = (int(table.tensor_size[row]) if table.tensor_size is not None else 0, False)
             if system.replay_only:
                 kind[row] = K_REPLAY
                 delay[row] = replay_ns[row]
@@ -291,23 +220,17 @@ class RankEngine:
     def _layout(
         self,
         table: Any,
-        kind: Any,
-        delay: Any,
-        types: Any,
+        kind: np.ndarray,
+        delay: np.ndarray,
+        types: np.ndarray,
         info: dict[int, tuple],
         replayed: int,
         compat: bool,
         slots: tuple[int, int, int],
     ) -> None:
         """The compiled arrays the engine runs on: kinds, resource slots, delays, children."""
-        self.replayed = replayed
-        self.info = info
-        if isinstance(kind, bytearray):
-            self._layout_lean(table, kind, delay, types, compat, slots)
-            return
-        import numpy as np
-
         n = self.n
+        self.replayed = replayed
         slot = np.full(n, S_COMM, dtype=np.int8)
         slot[kind == K_CPU] = S_CPU
         slot[kind == K_GPU] = S_GPU
@@ -321,27 +244,9 @@ class RankEngine:
         self.gpu_sum = int(delay[kind == K_GPU].sum())
         self.ptr = array("q", table.child_ptr.tobytes())
         self.cidx = array("i", table.child_idx.tobytes())
+        self.info = info
         self.shareable = not any(kind == K_SEND) and not any(kind == K_RECV)
         self.static = (table.dep_count.tobytes(), np.nonzero(table.dep_count == 0)[0].tolist(), slots)
-        self._reset()
-
-    def _layout_lean(
-        self, table: Any, kind: bytearray, delay: array, types: array, compat: bool, slots: tuple[int, int, int]
-    ) -> None:
-        """`_layout` of a lean compile: the same arrays, from plain Python."""
-        slot = kind.translate(_SLOT_OF_CODE[compat])
-        for row in _rows(kind, K_REPLAY):
-            if types[row] == NodeType.COMM_RECV_NODE:
-                slot[row] = S_FREE
-        self.kind = bytes(kind)
-        self.slot = bytes(slot)
-        self.delay = delay
-        self.gpu_sum = sum(map(delay.__getitem__, _rows(kind, K_GPU)))
-        self.ptr = table.child_ptr
-        self.cidx = table.child_idx
-        self.shareable = K_SEND not in kind and K_RECV not in kind
-        deps = table.dep_count
-        self.static = (deps.tobytes(), list(compress(range(self.n), map(eq, deps, repeat(0)))), slots)
         self._reset()
 
     def _reset(self) -> None:
@@ -473,32 +378,6 @@ def runs_in_lines(engines: list[RankEngine]) -> bool:
             if len(item) == 5 and item[4] is not None and not all(item[4]):
                 return True
     return False
-
-
-def _rows(kind: Any, code: int) -> list[int]:
-    """The rows of one engine code, ascending (`kind`: a numpy array, or a lean compile's bytearray)."""
-    if isinstance(kind, bytearray):
-        out = []
-        row = kind.find(code)
-        while row >= 0:
-            out.append(row)
-            row = kind.find(code, row + 1)
-        return out
-    import numpy as np
-
-    return np.nonzero(kind == code)[0].tolist()
-
-
-def numpy_table(table: Any) -> Any:
-    """A lean table (`array` columns) with numpy columns instead: the same values, no copy."""
-    import numpy as np
-
-    cols = {
-        f.name: np.frombuffer(v, dtype=v.typecode) if len(v) else np.zeros(0, v.typecode)
-        for f in fields(table)
-        if isinstance(v := getattr(table, f.name), array)
-    }
-    return replace(table, **cols)
 
 
 def _cap(count: int) -> int:

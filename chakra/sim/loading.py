@@ -29,7 +29,6 @@ from typing import Any, Optional
 from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.io import input_file_errors, is_json_file, read_trace
 from chakra.sim.compiler import RankEngine
-from chakra.sim.lean import lean_budget
 from chakra.sim.twins import Twins, file_digest, file_messages
 from chakra.sim.twins import digest as nodes_digest
 from chakra.trace import Trace
@@ -111,25 +110,21 @@ def load_table(
     missing_deps: str = "error",
     memo: Optional[dict] = None,
     messages: Optional[list[bytes]] = None,
-    lean: bool = False,
 ) -> Any:
     """The feeder index (`NodeTable`, with the simulator's attributes) of one rank's trace.
 
     `missing_deps`: "error" rejects a dependency on a node id absent from the trace (naming the
     option that accepts it); "drop" ignores such edges, as traces from the official converter need.
-    `messages`: the file's framed messages, already read (`file_messages`). `lean`: a table of
-    `array` columns built without numpy, for messages or an in-memory `Trace`."""
+    `messages`: the file's framed messages, already read (`file_messages`)."""
     from chakra.feeder.table import table_from_et, table_from_messages, table_from_nodes
 
     if missing_deps not in MISSING_DEPS:
         raise ConfigError(f"--missing-deps must be error or drop, not {missing_deps!r}")
     try:
         if messages is not None:
-            return table_from_messages(source, messages, names=names, missing_deps=missing_deps, memo=memo, lean=lean)[
-                1
-            ]
+            return table_from_messages(source, messages, names=names, missing_deps=missing_deps, memo=memo)[1]
         if isinstance(source, Trace):
-            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps, lean=lean)
+            return table_from_nodes(source.nodes, path=source.path, names=names, missing_deps=missing_deps)
         if is_json_file(source):
             return table_from_nodes(read_trace(source).nodes, path=source, names=names, missing_deps=missing_deps)
         return table_from_et(source, names=names, missing_deps=missing_deps, memo=memo)[1]
@@ -168,7 +163,6 @@ class RankLoader:
         self.twins = Twins()
         self.by_digest: dict[bytes, RankEngine] = {}
         self.memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
-        self.lean_left = lean_budget()  # nodes still to index and compile without numpy (chakra.sim.lean)
 
     def load(self, rank: int, source: Any) -> RankEngine:
         """The engine of `rank` from its trace (a path or an in-memory `Trace`)."""
@@ -200,11 +194,7 @@ class RankLoader:
     def _table(self, source: Any, messages: Optional[list[bytes]]) -> Any:
         """`load_table`, and with `missing_deps="drop"` one warning line when edges were dropped:
         ASTRA-sim aborts on a dependency on an absent node id, so the user should know."""
-        n = len(messages) - 1 if messages is not None else len(source.nodes) if isinstance(source, Trace) else None
-        lean = n is not None and n <= self.lean_left
-        if lean:
-            self.lean_left -= n
-        table = load_table(source, self.names, self.missing_deps, self.memo, messages, lean)
+        table = load_table(source, self.names, self.missing_deps, self.memo, messages)
         if table.dropped_deps:
             where = table.path if table.path is not None else "<trace>"
             self.warnings.append(

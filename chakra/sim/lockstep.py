@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
+import numpy as np
+
 from chakra.sim.collective_run import A2A, AR, FAST_BUS_NS, RS, reduction_ns
 from chakra.sim.network import Network
 
@@ -222,8 +224,6 @@ def _skewed(
     hops, the start at place e (e < 0: turns before) counts start(e mod p) - Q(e) + Q(i), and the
     window of p places [i - K, i - K + p - 1] is one suffix and one prefix of a single turn: one
     running maximum each way per wave, O(members) instead of O(members x sends)."""
-    import numpy as np  # only here: rings whose members start together need none (chakra.sim.lean)
-
     cycles = _cycles(members, succ)
     if cycles is None:
         return None

@@ -40,10 +40,10 @@ HEAVY = (
 )
 
 
-# Never needed for a small simulation either: its lean path (chakra/sim/lean.py) and plain
-# configs (chakra/configfile.py) spare it numpy and PyYAML; the feeder, the progress bar that is
-# off and a table nobody prints are not imported.
-SMALL_PATH_HEAVY = ("numpy", "yaml", "chakra.feeder.et_feeder", "rich.progress")
+# Never needed for a small simulation either: plain configs (chakra/configfile.py) spare it
+# PyYAML; the feeder (the simulator indexes with chakra.feeder.table alone) and the progress bar
+# that is off are not imported. numpy is: the simulator indexes and compiles every rank with it.
+SMALL_PATH_HEAVY = ("yaml", "chakra.feeder.et_feeder", "rich.progress")
 
 
 def _run_simulate(args: list[str], env: dict[str, str]) -> tuple[str, set[str], int]:
@@ -73,13 +73,16 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
     net = samples_dir.joinpath(*RT, "network_cfg.yml")  # ASTRA-sim's YAML, in the plain subset
     system = samples_dir.joinpath(*RT, "system_cfg.json")
     args = ["chakra", "simulate", str(trace), "--network", str(net), "--system", str(system), "--json", "-q"]
-    out, modules, _ = _run_simulate(args, dict(os.environ))
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out, modules, threads = _run_simulate(args, env)
+    assert threads == 1  # numpy was imported, and its BLAS started no thread per core (chakra/cli.py)
     result = orjson.loads(out)
     assert result["finish_ns"] == 117_780 and len(result["ranks"]) == 8  # ASTRA-sim's rt_template figure
     assert "chakra.commands.simulate" in modules and "chakra.sim.api" in modules  # the test ran the command
     assert "chakra.export.astrasim" in modules  # and the ASTRA-sim checks (they read the traces too)
     assert _heavy(modules, HEAVY) == []
     assert _heavy(modules, SMALL_PATH_HEAVY) == []
+    assert "numpy" in modules and "chakra.feeder.table" in modules  # what it does use
     assert "rich.table" not in modules and "rich.console" not in modules  # --json -q: no table, no console
     # Only the command that runs is imported, never its siblings.
     assert sorted(m for m in modules if m.startswith("chakra.commands.")) == ["chakra.commands.simulate"]
@@ -87,7 +90,7 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
 
 def test_small_simulate_with_a_json_network_and_a_table(samples_dir: Path, tmp_path: Path) -> None:
     """A JSON network config (JSON is YAML: ASTRA-sim reads it too) and the per-rank table people
-    read: still no numpy and no PyYAML."""
+    read: still no PyYAML, no feeder and no progress bar."""
     net = tmp_path / "network.json"
     net.write_text('{"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}')
     trace = samples_dir.joinpath(*ALL_REDUCE)
@@ -97,17 +100,6 @@ def test_small_simulate_with_a_json_network_and_a_table(samples_dir: Path, tmp_p
     assert "117,780" in out and "rank" in out  # the table, ASTRA-sim's figure on every rank
     assert "rich.table" in modules
     assert _heavy(modules, SMALL_PATH_HEAVY) == []
-
-
-def test_numpy_starts_no_blas_thread_per_core(samples_dir: Path) -> None:
-    """Where numpy is imported (here by --traffic's figures), its BLAS starts no thread per core:
-    chakra does no linear algebra that threads would speed up (chakra/cli.py)."""
-    trace = samples_dir.joinpath(*ALL_REDUCE)
-    args = ["chakra", "simulate", str(trace), "--traffic", "--json", "-q"]
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    _, modules, threads = _run_simulate(args, env)
-    assert "numpy" in modules
-    assert threads == 1
 
 
 def test_a_blas_thread_count_the_user_set_is_kept() -> None:
