@@ -13,6 +13,7 @@ the full compile gives.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from itertools import compress, count
@@ -28,11 +29,6 @@ from chakra.io import GZIP_MAGIC, _peek_length, _prefix_size, input_file_errors,
 from chakra.schema import pb
 from chakra.schema.attrs import attr_value
 from chakra.sim.compiler import RankEngine
-
-try:  # hashlib's own blake2b, without the OpenSSL start-up `import hashlib` pays (~2 ms)
-    from _blake2 import blake2b
-except ImportError:  # an interpreter built without it
-    from hashlib import blake2b
 
 #: The attributes in which a twin's nodes may differ from its template's: they only fill the
 #: engine's per-row communication `info` (peer, tag, size, process group).
@@ -93,14 +89,14 @@ def _is_metadata(framed: bytes) -> bool:
 
 def digest(framed: list[bytes]) -> bytes:
     """What the simulator reads of a rank file (its nodes), hashed."""
-    return blake2b(b"".join(framed), digest_size=20).digest()
+    return hashlib.blake2b(b"".join(framed), digest_size=20).digest()
 
 
 def file_digest(path: Path) -> bytes:
     """`digest` of a file too large to hold whole, read in blocks: every byte after the
     GlobalMetadata message (the whole file when its first message is not one, or it is
     compressed or JSON: the full reader then names what is wrong)."""
-    h = blake2b(digest_size=20)
+    h = hashlib.blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
         skip = 0
         head = f.read(64)
