@@ -10,12 +10,17 @@ The small trace is ASTRA-sim's own 1 MiB all-reduce on 8 NPUs with its rt_templa
 (A and the floor alternate, the ratio taken pair by pair), else by this script the same way
 (wall clock and the child's user + system CPU from wait4). Children compile chakra's modules once
 into a private bytecode cache, as an installed package has them (a PYTHONDONTWRITEBYTECODE
-environment would otherwise recompile them on every run). `--before-src DIR` adds the same
-command run from another copy of the source (DIR/chakra first on PYTHONPATH, same interpreter;
-e.g. `git archive main chakra | tar -x -C DIR`) for a before/after figure. The machine is shared:
-compare figures from one run of this script.
+environment would otherwise recompile them on every run). Two outputs are timed: the per-rank
+table people read, and `--json -q` (what a script running many of them reads; no table).
 
-    .venv/bin/python bench/startup_bench.py [--runs 9] [--before-src DIR]
+`--before-rev REV` adds the same commands run from the source of git revision REV (checked out
+into a temporary folder, same interpreter) for a before/after figure; `--before-src DIR` takes
+such a folder made by hand: DIR/chakra first on PYTHONPATH, with the folders that install under
+chakra (feeder/, converters/, visualizers/) copied into DIR/chakra/ as the installed package has
+them (else the editable install's own copies of those are used). The machine is shared: compare
+figures from one run of this script.
+
+    .venv/bin/python bench/startup_bench.py [--runs 9] [--before-rev main | --before-src DIR]
 """
 
 from __future__ import annotations
@@ -39,8 +44,27 @@ NETWORK = SAMPLES / "configs_rt_template" / "network_cfg.yml"
 SYSTEM = SAMPLES / "configs_rt_template" / "system_cfg.json"
 
 
-def simulate_args(python: str) -> list[str]:
-    return [python, "-m", "chakra.cli", "simulate", str(TRACE), "--network", str(NETWORK), "--system", str(SYSTEM)]
+#: (label, extra arguments) of the timed commands
+OUTPUTS = (("table", []), ("--json -q", ["--json", "-q"]))
+#: The folders that install as chakra.<name> (setup.py's ROOTS).
+SUBPACKAGES = ("feeder", "converters", "visualizers")
+
+
+def simulate_args(python: str, extra: list[str]) -> list[str]:
+    return [
+        python, "-m", "chakra.cli", "simulate", str(TRACE), "--network", str(NETWORK), "--system", str(SYSTEM), *extra,
+    ]  # fmt: skip
+
+
+def source_of_rev(rev: str, into: Path) -> Path:
+    """The package source of git revision `rev`, laid out as installed (chakra/ with feeder/,
+    converters/ and visualizers/ inside it), under `into`."""
+    names = ["chakra", *(n for n in SUBPACKAGES if (REPO / n).is_dir())]
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, *names], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    for name in names[1:]:
+        shutil.move(str(into / name), str(into / "chakra" / name))
+    return into
 
 
 def floor_args(python: str) -> list[str]:
@@ -114,24 +138,30 @@ def library_loop(calls: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=9, help="processes timed per command (medians are printed)")
+    ap.add_argument("--before-rev", help="a git revision whose source to time too (e.g. main)")
     ap.add_argument("--before-src", help="another copy of the source (a folder holding chakra/) to time too")
     ap.add_argument("--calls", type=int, default=50, help="library API calls timed in one process")
     opts = ap.parse_args()
     timer = "farm-bench" if shutil.which("farm-bench") else "this script (wait4)"
     print(f"start-up of one small `chakra simulate` (8 ranks, 1 MiB all-reduce); medians of {opts.runs}, by {timer}")
     print(f"{'command':<44} {'wall s':>8} {'cpu s':>8} {'floor wall':>10} {'floor cpu':>9} {'x floor (cpu)':>13}")
-    sources = [("chakra simulate SMALL", "")]
-    if opts.before_src:
-        sources.append(("chakra simulate SMALL (--before-src)", str(Path(opts.before_src).resolve())))
-    for label, src in sources:
-        with tempfile.TemporaryDirectory(prefix="chakra-startup-") as cache:
-            env = child_env(cache, src)
-            python = sys.executable
-            m = paired(simulate_args(python), floor_args(python), opts.runs, env)
-            print(
-                f"{label:<44} {m['A wall s']:8.3f} {m['A cpu s']:8.3f} {m['B wall s']:10.3f} {m['B cpu s']:9.3f}"
-                f" {m['A/B cpu']:13.2f}"
-            )
+    with tempfile.TemporaryDirectory(prefix="chakra-before-") as before:
+        sources = [("", "")]
+        if opts.before_rev:
+            sources.append((f" ({opts.before_rev})", str(source_of_rev(opts.before_rev, Path(before)))))
+        elif opts.before_src:
+            sources.append((" (--before-src)", str(Path(opts.before_src).resolve())))
+        for output, extra in OUTPUTS:
+            for tag, src in sources:
+                with tempfile.TemporaryDirectory(prefix="chakra-startup-") as cache:
+                    env = child_env(cache, src)
+                    python = sys.executable
+                    m = paired(simulate_args(python, extra), floor_args(python), opts.runs, env)
+                label = f"chakra simulate SMALL, {output}{tag}"
+                print(
+                    f"{label:<44} {m['A wall s']:8.3f} {m['A cpu s']:8.3f} {m['B wall s']:10.3f} {m['B cpu s']:9.3f}"
+                    f" {m['A/B cpu']:13.2f}"
+                )
     per_call = library_loop(opts.calls)
     print(f"{'chakra.sim.simulate(...) in a loop, per call':<44} {per_call:8.4f}")
     print('floor = python -c "import typer, rich" under the same interpreter, run in turn with the command')

@@ -15,12 +15,15 @@ from enum import Enum
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 
 from chakra.errors import ChakraError, ReaderGone
 
-console = Console()
-err_console = Console(stderr=True)
+# `console` (stdout) and `err_console` (stderr), rich Consoles made when first used (`__getattr__`
+# below): a run that prints only JSON, or nothing, never imports rich's console (a third of a small
+# `chakra simulate`'s start-up beyond `import typer, rich`). emoji=False: names are printed as they
+# are (a node or file named `:fire:` stays that text), and rich's emoji table is never loaded.
+_CONSOLES: list[Any] = []
+_WIDTH: list[Optional[int]] = [None]  # what set_width was given
 
 #: Width of output that is not a terminal (a pipe, a file, CI): wide enough that tables take the
 #: width of their content, since nothing there wraps lines for the reader. rich's own default, 80
@@ -43,23 +46,43 @@ class _FoldTables:
         return renderables
 
 
-console.push_render_hook(_FoldTables())
-err_console.push_render_hook(_FoldTables())
+def _consoles() -> tuple[Any, Any]:
+    """(stdout console, stderr console), made on first use with the width set so far."""
+    if not _CONSOLES:
+        from rich.console import Console
+
+        _CONSOLES[:] = [Console(emoji=False), Console(stderr=True, emoji=False)]
+        for con in _CONSOLES:
+            con.push_render_hook(_FoldTables())
+        _apply_width()
+    return _CONSOLES[0], _CONSOLES[1]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "console":
+        return _consoles()[0]
+    if name == "err_console":
+        return _consoles()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def set_width(width: Optional[int] = None) -> None:
     """Output width of every command: `width` (chakra --width) when given, else COLUMNS, else the
     terminal's; output that goes to no terminal is not wrapped at all (UNBOUNDED_WIDTH)."""
-    for con in (console, err_console):
+    _WIDTH[0] = width
+    if _CONSOLES:
+        _apply_width()
+
+
+def _apply_width() -> None:
+    width = _WIDTH[0]
+    for con in _CONSOLES:
         if width:
             con.width = width
         elif os.environ.get("COLUMNS", "").isdigit() or con.is_terminal:
             con.width = None  # type: ignore[assignment]  # rich: COLUMNS, then the terminal size
         else:
             con.width = UNBOUNDED_WIDTH
-
-
-set_width()
 
 
 class State:
@@ -131,7 +154,7 @@ def handle_errors() -> Iterator[None]:
             raise
         from chakra.inputs import as_typed  # standard input's copy is `-` to the user
 
-        err_console.print(f"[bold red]error:[/] {_escape(as_typed(str(exc)))}", highlight=False, soft_wrap=True)
+        _consoles()[1].print(f"[bold red]error:[/] {_escape(as_typed(str(exc)))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except ReaderGone:  # `| head` has what it wanted: a quiet end, as `cat` has
         raise typer.Exit(0) from None
@@ -140,7 +163,7 @@ def handle_errors() -> Iterator[None]:
     except (BrokenPipeError, MemoryError) as exc:
         if state.debug:
             raise
-        err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {_escape(str(exc))}")
+        _consoles()[1].print(f"[bold red]error:[/] {type(exc).__name__}: {_escape(str(exc))}")
         raise typer.Exit(1) from None
 
 
@@ -152,7 +175,7 @@ def say_interrupted(signum: Optional[int] = None) -> int:
     if not state.interrupted:
         state.interrupted = True
         by = f" by {signal.Signals(signum).name}" if signum else ""
-        err_console.print(f"[red]interrupted{by}[/]", highlight=False)
+        _consoles()[1].print(f"[red]interrupted{by}[/]", highlight=False)
     return 128 + (signum or signal.SIGINT)
 
 
@@ -165,11 +188,11 @@ def _escape(text: str) -> str:
 def info(message: str, quiet: bool = False) -> None:
     """An informational line on stderr (silenced by -q)."""
     if not (quiet or state.quiet):
-        err_console.print(message, highlight=False)
+        _consoles()[1].print(message, highlight=False)
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {_escape(message)}", highlight=False)
+    _consoles()[1].print(f"[yellow]warning:[/] {_escape(message)}", highlight=False)
 
 
 def print_json(obj: Any) -> None:
@@ -181,9 +204,28 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+class _NoBar:
+    """What `make_progress` gives when the bar is off: the calls commands make, doing nothing,
+    without importing rich.progress (start-up a small `chakra simulate` would pay)."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, **fields: Any) -> int:
+        return 0
+
+    def update(self, task: int, **fields: Any) -> None:
+        return None
+
+
 def make_progress(quiet: bool = False, transient: bool = True) -> Any:
     """A rich progress bar on stderr; off with -q and when stderr is no terminal (a log gets no bar
     frames, and an error that follows starts on the first line)."""
+    if quiet or state.quiet or not _consoles()[1].is_terminal:
+        return _NoBar()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -192,9 +234,8 @@ def make_progress(quiet: bool = False, transient: bool = True) -> Any:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err_console,
+        console=_consoles()[1],
         transient=transient,
-        disable=quiet or state.quiet or not err_console.is_terminal,
     )
 
 

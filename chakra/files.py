@@ -21,12 +21,10 @@ This module sits at the bottom of the package: it imports nothing of chakra but 
 from __future__ import annotations
 
 import errno
-import hashlib
+import functools
 import os
 import re
-import secrets
 import signal
-import socket
 import stat
 import sys
 from collections.abc import Iterator
@@ -116,11 +114,16 @@ def read_bounded(path: PathLike, what: str, limit: int = MAX_CONFIG_BYTES, *, al
 # Temporary outputs
 
 
+@functools.cache
 def _host_tag() -> str:
+    """This machine's part of a temporary name; worked out when first needed (hashlib and socket
+    are start-up a command that writes nothing does not pay)."""
+    import hashlib
+    import socket
+
     return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
-_HOST = _host_tag()
 _TEMP_RE = re.compile(r"\.chakra-(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
 
 
@@ -131,7 +134,7 @@ def _temp_stem(path: Path) -> str:
 def temp_path(path: PathLike, pid: Optional[int] = None) -> Path:
     """A recognisable temporary name next to `path` for process `pid` (default: this one)."""
     path = Path(path)
-    return path.with_name(f"{_temp_stem(path)}{_HOST}-{pid or os.getpid()}-{secrets.token_hex(4)}.tmp")
+    return path.with_name(f"{_temp_stem(path)}{_host_tag()}-{pid or os.getpid()}-{os.urandom(4).hex()}.tmp")
 
 
 def create_temp(path: PathLike) -> tuple[int, Path]:
@@ -183,7 +186,7 @@ def _temp_names(parent: Path) -> list[str]:
                 names = []
                 for entry in entries:
                     m = _TEMP_RE.search(entry.name)
-                    if m is not None and m.group("host") == _HOST:
+                    if m is not None and m.group("host") == _host_tag():
                         names.append(entry.name)
         except OSError:
             return []

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
 from chakra.cli_common import (
     TRACES_HELP,
@@ -19,7 +18,6 @@ from chakra.cli_common import (
     JsonOption,
     MissingDeps,
     QuietOption,
-    console,
     handle_errors,
     info,
     make_progress,
@@ -249,6 +247,8 @@ def _step(traces: list[str], result: Any, recording: Optional[dict[str, Any]]) -
 
 def _print_step(step: dict[str, Any]) -> None:
     """Per-step time of the run the durations describe, with the profiled step beside it."""
+    from chakra.cli_common import console
+
     line = f"step: [bold]{step['step_ns'] / 1e6:,.3f} ms[/] (median of {step['steps']} steps) — {step['label']}"
     console.print(line)
     if step["times"] == "untraced" and step.get("profiled_recorded_step_ns"):
@@ -310,6 +310,10 @@ def _write_timeline(log_path: Path, timeline: Path, traces: list[str], own_log: 
 
 def _print_result(result, quiet: bool) -> None:
     """Per-rank table (fastest, median and slowest beyond 32 ranks), finish time, replay note."""
+    from rich.table import Table  # here: --json and -q print no table (nor make the console)
+
+    from chakra.cli_common import console
+
     s = result.settings
     table = Table(
         title=f"simulated: congestion-{s['congestion']}, comm {s['comm_mode']}, {s['compat']} model (times in ns)"
@@ -330,7 +334,8 @@ def _print_result(result, quiet: bool) -> None:
         cells = (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.idle_ns, r.nodes)
         table.add_row(str(rank), *(f"{v:,}" for v in cells))
     console.print(table)
-    console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)")
+    # highlight=False: the figure is bold already, and rich's number highlighter costs start-up
+    console.print(f"finish: [bold]{result.finish_ns:,} ns[/] ({result.finish_ns / 1e6:,.3f} ms)", highlight=False)
     if s.get("fold"):
         copies = s["fold"]["copies"]
         info(
@@ -353,6 +358,10 @@ def _subtitle(result) -> str:
 
 def _print_traffic(t: dict) -> None:
     """Bytes and utilization per dimension, then the heaviest links and what loaded them."""
+    from rich.table import Table
+
+    from chakra.cli_common import console
+
     table = Table(title=f"traffic per dimension ({t['backend']} backend, over {t['span_ns']:,} ns)")
     for col in ("dim", "topology", "NPUs", "messages", "bytes", "busy ns", "utilization", "peak bin"):
         table.add_column(col, justify="right")

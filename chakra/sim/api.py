@@ -36,7 +36,6 @@ from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
-from chakra.sim.traffic import TrafficRecorder
 from chakra.trace import Trace, rank_set_problem
 
 PathLike = Union[str, os.PathLike]
@@ -459,7 +458,11 @@ def _run(engines: list[RankEngine], models: _Models, opts: SimOptions) -> Simula
 
 def _run_all(engines: list[RankEngine], models: _Models, log: Optional[_LogWriter]) -> Simulation:
     def attempt(live: Optional[bool], fold: Any = None) -> Simulation:
-        traffic = TrafficRecorder(models.network, models.opts.traffic_bins) if models.opts.traffic else None
+        traffic = None
+        if models.opts.traffic:
+            from chakra.sim.traffic import TrafficRecorder  # only a run that records traffic loads it
+
+            traffic = TrafficRecorder(models.network, models.opts.traffic_bins)
         sim = Simulation(engines, models.network, models.collectives, models.memory, policy=models.policy, log=log,
                          live=live, traffic=traffic, fold=fold)  # fmt: skip
         sim.run()

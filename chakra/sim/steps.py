@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -158,6 +157,8 @@ def step_time_of_ids(
                 per_step[k] = max(per_step[k], v)
     if not per_step:
         return StepTime(float(finish), [float(finish)], finish, annotated=False)
+    import statistics
+
     return StepTime(statistics.median(per_step), per_step, finish, annotated=True)
 
 

@@ -40,11 +40,14 @@ HEAVY = (
 )
 
 
-def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
-    trace = samples_dir.joinpath(*ALL_REDUCE)
-    net = samples_dir.joinpath(*RT, "network_cfg.yml")
-    system = samples_dir.joinpath(*RT, "system_cfg.json")
-    args = ["chakra", "simulate", str(trace), "--network", str(net), "--system", str(system), "--json", "-q"]
+# Never needed for a small simulation either: plain configs (chakra/configfile.py) spare it
+# PyYAML; the feeder (the simulator indexes with chakra.feeder.table alone) and the progress bar
+# that is off are not imported. numpy is: the simulator indexes and compiles every rank with it.
+SMALL_PATH_HEAVY = ("yaml", "chakra.feeder.et_feeder", "rich.progress")
+
+
+def _run_simulate(args: list[str], env: dict[str, str]) -> tuple[str, set[str], int]:
+    """`chakra ARGS` in a fresh interpreter: (stdout, modules imported by the end, threads)."""
     script = (
         "import sys\n"
         f"sys.argv = {args!r}\n"
@@ -54,20 +57,49 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
         "print('THREADS', len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else 1)\n"
         "print('MODULES', ' '.join(sorted(sys.modules)))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     out, _, modules_line = proc.stdout.rpartition("MODULES ")
     out, _, threads = out.rpartition("THREADS ")
-    assert int(threads) == 1  # numpy was imported, and its BLAS started no thread per core
+    return out, set(modules_line.split()), int(threads)
+
+
+def _heavy(modules: set[str], heavy: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in heavy or m.startswith(heavy))
+
+
+def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
+    trace = samples_dir.joinpath(*ALL_REDUCE)
+    net = samples_dir.joinpath(*RT, "network_cfg.yml")  # ASTRA-sim's YAML, in the plain subset
+    system = samples_dir.joinpath(*RT, "system_cfg.json")
+    args = ["chakra", "simulate", str(trace), "--network", str(net), "--system", str(system), "--json", "-q"]
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out, modules, threads = _run_simulate(args, env)
+    assert threads == 1  # numpy was imported, and its BLAS started no thread per core (chakra/cli.py)
     result = orjson.loads(out)
     assert result["finish_ns"] == 117_780 and len(result["ranks"]) == 8  # ASTRA-sim's rt_template figure
-    modules = set(modules_line.split())
     assert "chakra.commands.simulate" in modules and "chakra.sim.api" in modules  # the test ran the command
-    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
-    assert heavy == [], heavy
+    assert "chakra.export.astrasim" in modules  # and the ASTRA-sim checks (they read the traces too)
+    assert _heavy(modules, HEAVY) == []
+    assert _heavy(modules, SMALL_PATH_HEAVY) == []
+    assert "numpy" in modules and "chakra.feeder.table" in modules  # what it does use
+    assert "rich.table" not in modules and "rich.console" not in modules  # --json -q: no table, no console
     # Only the command that runs is imported, never its siblings.
     assert sorted(m for m in modules if m.startswith("chakra.commands.")) == ["chakra.commands.simulate"]
+
+
+def test_small_simulate_with_a_json_network_and_a_table(samples_dir: Path, tmp_path: Path) -> None:
+    """A JSON network config (JSON is YAML: ASTRA-sim reads it too) and the per-rank table people
+    read: still no PyYAML, no feeder and no progress bar."""
+    net = tmp_path / "network.json"
+    net.write_text('{"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}')
+    trace = samples_dir.joinpath(*ALL_REDUCE)
+    system = samples_dir.joinpath(*RT, "system_cfg.json")
+    args = ["chakra", "simulate", str(trace), "--network", str(net), "--system", str(system)]
+    out, modules, _ = _run_simulate(args, {**os.environ, "COLUMNS": "120"})
+    assert "117,780" in out and "rank" in out  # the table, ASTRA-sim's figure on every rank
+    assert "rich.table" in modules
+    assert _heavy(modules, SMALL_PATH_HEAVY) == []
 
 
 def test_a_blas_thread_count_the_user_set_is_kept() -> None:
