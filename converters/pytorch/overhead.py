@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from chakra.schema import NodeType
-from chakra.schema.attrs import get_attr, set_attr
+from chakra.schema.attrs import attr_value, get_attr, set_attr
 from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
 
@@ -95,6 +97,48 @@ class OverheadReport:
         return d
 
 
+class _Facts:
+    """What the helpers below read of every node of one trace, in one pass over its attributes
+    (asking each node for one attribute at a time walked its attribute list again and again):
+    per node in trace order, the `is_cpu_op` value (None when absent), `gap_of` (0 when absent),
+    the recorded duration (`_recorded`) and whether it is already kept in `profiled_dur_us`."""
+
+    def __init__(self, trace: Trace) -> None:
+        nodes = trace.nodes
+        n = len(nodes)
+        self.nodes = nodes
+        self.cpu: list[Any] = [None] * n
+        self.gap_of: list[Any] = [0] * n
+        self.profiled: list[Any] = [None] * n
+        wanted = _SCANNED
+        for i, node in enumerate(nodes):
+            seen = 0
+            for a in node.attr:
+                name = a.name
+                if name in wanted:
+                    bit = wanted[name]
+                    if seen & bit:  # the first one counts (as get_attr)
+                        continue
+                    seen |= bit
+                    value = attr_value(a)
+                    if bit == 1:
+                        self.cpu[i] = value
+                    elif bit == 2:
+                        self.gap_of[i] = 0 if value is None else value
+                    else:
+                        self.profiled[i] = value
+        self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
+        self.names = {x.id: x.name for x in nodes}
+
+    def host_rows(self) -> list[int]:
+        """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
+        cpu = self.cpu
+        return [i for i, x in enumerate(self.nodes) if x.type == _COMP and not (cpu[i] is False and x.name != "queue")]
+
+
+_SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
+
+
 def _host_nodes(trace: Trace) -> list[Any]:
     """The nodes whose recorded time holds profiler cost (module docstring), in trace order."""
     out = []
@@ -128,32 +172,34 @@ class Costs:
         return self.gap_us if node.name in _HOST_SPECIAL else self.op_us
 
 
-def _events(trace: Trace, nodes: list[Any]) -> list[int]:
+def _events(facts: _Facts, rows: list[int]) -> list[int]:
     """Profiled events per host node: itself, plus one per device task it launched (each launch
     is a CUDA runtime call that CUPTI records)."""
     launches: dict[int, int] = {}
-    for n in trace.nodes:
-        if n.type == _COMP and get_attr(n, "is_cpu_op", None) is False and n.name != "queue":
+    cpu = facts.cpu
+    for i, n in enumerate(facts.nodes):
+        if n.type == _COMP and cpu[i] is False and n.name != "queue":
             for d in n.data_deps:
                 launches[d] = launches.get(d, 0) + 1
     # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
     # kernel already waits for the host node that launched it.
-    return [
-        0 if n.name == "queue" and get_attr(n, "is_cpu_op", None) is False else 1 + launches.get(n.id, 0) for n in nodes
-    ]
+    nodes = facts.nodes
+    return [0 if cpu[i] is False and nodes[i].name == "queue" else 1 + launches.get(nodes[i].id, 0) for i in rows]
 
 
-def _python_level(trace: Trace, nodes: list[Any]) -> list[bool]:
+def _python_level(facts: _Facts, rows: list[int]) -> list[bool]:
     """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
     gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
     `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
-    names = {n.id: n.name for n in trace.nodes}
+    names = facts.names
+    nodes = facts.nodes
     out = []
-    for n in nodes:
-        if n.name == "idle":
+    for i in rows:
+        name = nodes[i].name
+        if name == "idle":
             out.append(True)
-        elif n.name == "gap":
-            owner = names.get(get_attr(n, "gap_of", 0), "")
+        elif name == "gap":
+            owner = names.get(facts.gap_of[i], "")
             out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
         else:
             out.append(False)
@@ -174,22 +220,25 @@ def _middle_mean(values: list[int]) -> float:
     return sum(mid) / len(mid)
 
 
-def estimate_costs(traces: Sequence[Trace]) -> Costs:
+def estimate_costs(traces: Sequence[Trace], facts: Optional[Sequence[_Facts]] = None) -> Costs:
     """Median gap between two children of a C++ (`aten::`) operator (nothing but the profiler
     runs there) and median recorded time of the trivial leaf operators (`TRIVIAL_OPS`)."""
     gaps: list[int] = []
     leaves: list[int] = []
-    for t in traces:
-        names = {n.id: n.name for n in t.nodes}
-        parents = {get_attr(n, "gap_of", 0) for n in t.nodes if n.name == "gap"}
-        for n in t.nodes:
+    for f in facts if facts is not None else [_Facts(t) for t in traces]:
+        names = f.names
+        nodes = f.nodes
+        rec = f.recorded
+        gap_of = f.gap_of
+        parents = {gap_of[i] for i, n in enumerate(nodes) if n.name == "gap"}
+        for i, n in enumerate(nodes):
             if n.type != _COMP:
                 continue
             if n.name == "gap":
-                if names.get(get_attr(n, "gap_of", 0), "").startswith("aten::"):
-                    gaps.append(_recorded(n))
+                if names.get(gap_of[i], "").startswith("aten::"):
+                    gaps.append(rec[i])
             elif n.name in TRIVIAL_OPS and n.id not in parents:
-                leaves.append(_recorded(n))
+                leaves.append(rec[i])
     gap = _middle_mean(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
     op = _middle_mean(leaves) if len(leaves) >= 10 else gap
     return Costs(float(gap), float(op))
@@ -250,22 +299,32 @@ def shared_device_busy(traces: Sequence[Trace], nodes: list[list[Any]]) -> dict[
 class _Plan:
     """The host nodes of every rank with their recorded durations and profiler costs."""
 
-    def __init__(self, traces: Sequence[Trace], costs: Costs) -> None:
+    def __init__(self, traces: Sequence[Trace], costs: Costs, facts: Optional[Sequence[_Facts]] = None) -> None:
         self.traces = traces
-        self.nodes = [_host_nodes(t) for t in traces]
-        self.recorded = [[_recorded(n) for n in ns] for ns in self.nodes]
-        self.events = [_events(t, ns) for t, ns in zip(traces, self.nodes)]
+        facts = facts if facts is not None else [_Facts(t) for t in traces]
+        rows = [f.host_rows() for f in facts]
+        self.nodes = [[f.nodes[i] for i in rs] for f, rs in zip(facts, rows)]
+        self.recorded = [[f.recorded[i] for i in rs] for f, rs in zip(facts, rows)]
+        # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
+        self.kept = [[f.profiled[i] is not None for i in rs] for f, rs in zip(facts, rows)]
+        self.events = [_events(f, rs) for f, rs in zip(facts, rows)]
         self.cap = [
             [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
         ]
         # Python time (a gap of a Python-level region, idle time on the main thread) is real work
         # the profiler does not slow down: such a node loses only the callbacks around it.
-        self.python = [_python_level(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.python = [_python_level(f, rs) for f, rs in zip(facts, rows)]
         self.python_cost = PYTHON_GAPS * costs.gap_us
         # GPU queue nodes on a device time-shared with another rank (shared_device_busy): the part
         # of each wait during which the device ran nobody's kernel keeps `idle_share` of itself
         self.peer_busy = shared_device_busy(traces, self.nodes)
         self.idle_share = 1.0
+        # the same per-node inputs as arrays, for the vectorised part of `apply`
+        self._arrays = [
+            (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
+             np.asarray(py, dtype=bool))
+            for rec, ev, cap, py in zip(self.recorded, self.events, self.cap, self.python)
+        ]  # fmt: skip
 
     def apply(self, base_us: Optional[float]) -> int:
         """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
@@ -278,26 +337,41 @@ class _Plan:
                     n.duration_micros = d
             return 0
         py_cost = self.python_cost
-        for r, (nodes, rec, cap, events, python) in enumerate(
-            zip(self.nodes, self.recorded, self.cap, self.events, self.python)
-        ):
+        for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
+            if self.peer_busy:
+                exacts: Any = self._exact_each(r, base_us, py_cost)
+            else:
+                # the same float operations as `_exact_each`, on whole arrays
+                d, e, c, py = self._arrays[r]
+                exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
+                exacts = exacts.tolist()
             carry = 0.0
-            for n, d, c, e, py in zip(nodes, rec, cap, events, python):
-                exact = max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)
-                busy = self.peer_busy.get((r, n.id)) if self.peer_busy and n.name == "queue" else None
-                if busy is not None and exact > busy:
-                    exact = busy + self.idle_share * (exact - busy)
+            new_all = []
+            for exact in exacts:
                 exact += carry
-                new = int(round(exact))
+                new = round(exact)
                 carry = exact - new
+                new_all.append(new)
+            for n, new in zip(nodes, new_all):
                 n.duration_micros = new
-                removed += d - new
+            removed += sum(rec) - sum(new_all)
         return removed
 
+    def _exact_each(self, r: int, base_us: float, py_cost: float) -> list[float]:
+        """Rank r's unrounded durations, node by node (ranks time-sharing a device)."""
+        out = []
+        for n, d, c, e, py in zip(self.nodes[r], self.recorded[r], self.cap[r], self.events[r], self.python[r]):
+            exact = max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)
+            busy = self.peer_busy.get((r, n.id)) if n.name == "queue" else None
+            if busy is not None and exact > busy:
+                exact = busy + self.idle_share * (exact - busy)
+            out.append(exact)
+        return out
+
     def mark(self) -> None:
-        for nodes, rec in zip(self.nodes, self.recorded):
-            for n, d in zip(nodes, rec):
-                if n.duration_micros != d and get_attr(n, PROFILED_ATTR, None) is None:
+        for nodes, rec, kept in zip(self.nodes, self.recorded, self.kept):
+            for n, d, k in zip(nodes, rec, kept):
+                if not k and n.duration_micros != d:
                     set_attr(n, PROFILED_ATTR, int(d))
 
 
@@ -319,8 +393,9 @@ class CollectiveWaits:
     collectives in one order; chakra.sim.rendezvous), with the same type and size; a group whose
     members do not line up is left as recorded."""
 
-    def __init__(self, traces: Sequence[Trace]) -> None:
+    def __init__(self, traces: Sequence[Trace], replay: Optional[Callable[[], tuple[Any, float]]] = None) -> None:
         self.traces = traces
+        self.replay = replay or _Replayer(traces)
         by_key: dict[tuple[str, int], list[tuple[int, Any]]] = {}
         for pos, t in enumerate(traces):
             count: dict[str, int] = {}
@@ -355,7 +430,7 @@ class CollectiveWaits:
             for _, n in members:
                 n.duration_micros = 0
         for _ in range(WAIT_ROUNDS):
-            res, step = _replay(self.traces)
+            res, step = self.replay()
             last = (res, step)
             changed = 0
             for transfer, members in self.groups:
@@ -369,7 +444,7 @@ class CollectiveWaits:
                     n.duration_micros = d
             if changed <= 1:
                 return last
-        return _replay(self.traces)  # not settled within WAIT_ROUNDS: the step of the last spans
+        return self.replay()  # not settled within WAIT_ROUNDS: the step of the last spans
 
     def _rank(self, pos: int) -> int:
         r = self.traces[pos].rank
@@ -386,6 +461,29 @@ def _replay(traces: Sequence[Trace]) -> tuple[Any, float]:
 
     res = simulate(list(traces), options=SimOptions(comm_mode="replay", record_nodes=True))
     return res, step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+class _Replayer:
+    """The replays of one set of traces whose host durations change between them (the fit):
+    `chakra.sim.pathreplay` reads the traces once and answers each replay to the ns of the
+    simulator; where it does not apply (memory nodes, ...) each replay is a simulation."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        self.traces = traces
+        self.paths: Any = None
+        self.tried = False
+
+    def __call__(self) -> tuple[Any, float]:
+        """(result with `ranks` and `node_times`, step ns) of the traces as they are now."""
+        if not self.tried:
+            from chakra.sim.pathreplay import PathReplay
+
+            self.tried = True
+            self.paths = PathReplay.build(self.traces)
+        if self.paths is None:
+            return _replay(self.traces)
+        res = self.paths.run()
+        return res, self.paths.step(res).step_ns
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
@@ -423,13 +521,15 @@ def remove_overhead(
     also gives the profiled and the predicted step).
     """
     say = progress or (lambda _m: None)
-    costs = costs or estimate_costs(traces)
-    plan = _Plan(traces, costs)
-    waits = CollectiveWaits(traces) if len(traces) > 1 else None
+    facts = [_Facts(t) for t in traces]
+    costs = costs or estimate_costs(traces, facts)
+    plan = _Plan(traces, costs, facts)
+    replayer = _Replayer(traces)
+    waits = CollectiveWaits(traces, replayer) if len(traces) > 1 else None
 
     def replay_step() -> float:
         # with several ranks the collectives' waits follow the converted schedule (CollectiveWaits)
-        return (waits.settle() if waits else _replay(traces))[1]
+        return (waits.settle() if waits else replayer())[1]
 
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
@@ -440,7 +540,7 @@ def remove_overhead(
         plan.apply(None)  # every node as recorded
         if waits:
             waits.restore()
-        rep.replay_profiled_ns = _replay(traces)[1]
+        rep.replay_profiled_ns = replayer()[1]
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)

@@ -1,0 +1,215 @@
+"""A replay of recorded durations, answered as longest paths instead of by the event loop.
+
+With `comm_mode="replay"` the simulator gives every slot class unlimited room and replays every
+communication node from its recorded duration, so nothing waits for a resource or for another
+rank: each node starts the moment its last dependency ends (a root at 0) and ends its delay later
+(`duration_micros x 1000` ns, 0 becoming 1 ns; metadata and invalid nodes take none), and each
+rank's schedule is the longest path through its own graph. The converter's fit of the profiler's
+cost (converters/pytorch/overhead.py) replays the same traces a few dozen times with other host
+durations; `PathReplay` reads a set of traces' structure once and answers each such replay with a
+few numpy passes over the nodes plus one Python step per chain (a run of nodes each with one
+parent that has one child: a thread's whole timeline is a single chain), to the ns of
+`simulate(traces, comm_mode="replay", record_nodes=True)`.
+
+What the replay does not cover, `PathReplay.build` declines (returns None) and the caller runs
+the simulator: memory nodes (the memory model times them), a roofline system config, node ids
+that repeat, dependencies on absent ids or a cycle (the simulator's errors say which).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any, Optional
+
+import numpy as np
+
+from chakra.schema import NodeType
+from chakra.sim.steps import STEP_RE, StepTime, step_time_of_ids
+from chakra.trace import Trace
+
+_NO_DELAY = (int(NodeType.METADATA_NODE), int(NodeType.INVALID_NODE))
+_MEMORY = (int(NodeType.MEM_LOAD_NODE), int(NodeType.MEM_STORE_NODE))
+_KNOWN = frozenset(int(v) for v in NodeType)
+_DURATION = attrgetter("duration_micros")
+
+
+class _Rank:
+    """One rank's graph as chains in a topological order of the chains."""
+
+    def __init__(self, nodes: list[Any], order: list[int], heads: list[int], head_parents: list[list[int]]) -> None:
+        n = len(nodes)
+        self.nodes = nodes
+        self.ids = [x.id for x in nodes]
+        self.row_of = dict(zip(self.ids, range(n)))
+        types = np.fromiter((x.type for x in nodes), dtype=np.int64, count=n)
+        # rows whose delay follows their duration (everything but metadata / invalid nodes)
+        self.timed = ~np.isin(types, _NO_DELAY) & np.isin(types, list(_KNOWN))
+        self.order = np.asarray(order, dtype=np.int64)  # rows, chain after chain
+        pos = np.empty(n, dtype=np.int64)
+        pos[self.order] = np.arange(n)
+        self.pos = pos
+        self.heads = np.asarray(heads, dtype=np.int64)  # position of each chain's first row
+        chain_of_pos = np.zeros(n, dtype=np.int64)
+        if len(heads) > 1:
+            chain_of_pos[self.heads[1:]] = 1
+        self.chain_of_pos = np.cumsum(chain_of_pos)
+        # every chain head's dependencies, flattened: (chain of the parent, position of the parent)
+        self.lo = [0]
+        flat: list[int] = []
+        for ps in head_parents:
+            flat.extend(ps)
+            self.lo.append(len(flat))
+        self.parent_pos = pos[np.asarray(flat, dtype=np.int64)] if flat else np.zeros(0, dtype=np.int64)
+        self.parent_chain = self.chain_of_pos[self.parent_pos].tolist()
+        self.start = np.zeros(n, dtype=np.int64)
+        self.end = np.zeros(n, dtype=np.int64)
+
+    def run(self) -> int:
+        """Start and end of every row (ns) from the nodes' current durations; returns the finish."""
+        n = len(self.nodes)
+        if not n:
+            return 0
+        dur = np.fromiter(map(_DURATION, self.nodes), dtype=np.int64, count=n)
+        delay = np.where(self.timed, np.where(dur > 0, dur * 1000, 1), 0)
+        d = delay[self.order]
+        cs = np.cumsum(d)
+        before = cs - d  # sum of the delays ahead in the whole order, at each position
+        base = before[self.heads]  # ... at each chain's head
+        # end of a parent = its chain's start + its offset in the chain
+        off = (cs[self.parent_pos] - base[self.chain_of_pos[self.parent_pos]]).tolist()
+        chain_start = [0] * len(self.heads)
+        lo, pc = self.lo, self.parent_chain
+        for k in range(len(chain_start)):
+            a, b = lo[k], lo[k + 1]
+            if a != b:
+                chain_start[k] = max([chain_start[pc[j]] + off[j] for j in range(a, b)])
+        starts = np.asarray(chain_start, dtype=np.int64)
+        end = starts[self.chain_of_pos] + cs - base[self.chain_of_pos]
+        self.end[self.order] = end
+        self.start[self.order] = end - d
+        return int(end.max())
+
+
+class _Times:
+    """One rank's node times as `SimResult.node_times` gives them: id -> (start ns, end ns)."""
+
+    def __init__(self, rank: _Rank) -> None:
+        self._rank = rank
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._rank.row_of
+
+    def __getitem__(self, node_id: int) -> tuple[int, int]:
+        row = self._rank.row_of[node_id]
+        return int(self._rank.start[row]), int(self._rank.end[row])
+
+    def get(self, node_id: int, default: Any = None) -> Any:
+        row = self._rank.row_of.get(node_id)
+        return default if row is None else (int(self._rank.start[row]), int(self._rank.end[row]))
+
+
+class _Finish:
+    __slots__ = ("finish_ns",)
+
+    def __init__(self, finish_ns: int) -> None:
+        self.finish_ns = finish_ns
+
+
+class PathResult:
+    """What the fit reads of a `SimResult`: `ranks[r].finish_ns` and `node_times[r][id]`."""
+
+    def __init__(self, ranks: dict[int, _Finish], node_times: dict[int, _Times]) -> None:
+        self.ranks = ranks
+        self.node_times = node_times
+
+
+class PathReplay:
+    """`simulate(traces, comm_mode="replay", record_nodes=True)` for traces whose durations
+    change between runs (module docstring). Make one with `build`; `run()` reads the nodes'
+    durations as they are now."""
+
+    def __init__(self, traces: Sequence[Trace], ranks: list[tuple[int, _Rank]]) -> None:
+        self.traces = traces
+        self.ranks = ranks
+        self.step_ids = {r: [i for _, i in sorted(_marks(t))] for (r, _), t in zip(ranks, traces)}
+
+    @classmethod
+    def build(cls, traces: Sequence[Trace], system: Any = None) -> Optional[PathReplay]:
+        """The replay of `traces` (ranks by `.rank`, else position), or None where it would not be
+        the simulator's (module docstring). `system`: the system config the simulator would use
+        (None: the bundled one, which has no roofline)."""
+        if system is not None and getattr(system, "roofline_enabled", False):
+            return None
+        ranks = []
+        for pos, t in enumerate(traces):
+            got = _compile(list(t.nodes))
+            if got is None:
+                return None
+            ranks.append((t.rank if t.rank is not None else pos, got))
+        if sorted(r for r, _ in ranks) != list(range(len(ranks))):
+            return None
+        return cls(traces, ranks)
+
+    def run(self) -> PathResult:
+        finishes = {r: _Finish(rk.run()) for r, rk in self.ranks}
+        return PathResult(finishes, {r: _Times(rk) for r, rk in self.ranks})
+
+    def step(self, res: PathResult) -> StepTime:
+        """`chakra.sim.steps.step_time` of a run, with the step marks found once."""
+        return step_time_of_ids(self.step_ids, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times)
+
+
+def _marks(trace: Trace) -> list[tuple[int, int]]:
+    return [(int(n.name.rsplit("#", 1)[1]), n.id) for n in trace.nodes if STEP_RE.match(n.name)]
+
+
+def _compile(nodes: list[Any]) -> Optional[_Rank]:
+    """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle)."""
+    n = len(nodes)
+    ids = [x.id for x in nodes]
+    row_of = dict(zip(ids, range(n)))
+    if len(row_of) != n:
+        return None
+    parents: list[list[int]] = []
+    children: list[list[int]] = [[] for _ in range(n)]
+    get = row_of.get
+    for row, x in enumerate(nodes):
+        if x.type in _MEMORY:
+            return None
+        deps = [*x.data_deps, *x.ctrl_deps]
+        ps = [get(d) for d in deps]
+        if None in ps:
+            return None
+        parents.append(ps)  # type: ignore[arg-type]
+        for p in ps:
+            children[p].append(row)  # type: ignore[index]
+    # A row continues its parent's chain when it is that parent's only child and has no other
+    # parent; chains are laid out whole, in a topological order of their heads (Kahn's).
+    cont = [len(ps) == 1 and len(children[ps[0]]) == 1 for ps in parents]
+    left = [len(ps) for ps in parents]
+    ready = [row for row in range(n) if not left[row]]
+    order: list[int] = []
+    heads: list[int] = []
+    head_parents: list[list[int]] = []
+    while ready:
+        row = ready.pop()
+        heads.append(len(order))
+        head_parents.append(parents[row])
+        while True:
+            order.append(row)
+            kids = children[row]
+            if len(kids) == 1 and cont[kids[0]]:
+                row = kids[0]
+                continue
+            for c in kids:
+                left[c] -= 1
+                if not left[c]:
+                    ready.append(c)
+            break
+    if len(order) != n:
+        return None  # a cycle
+    return _Rank(nodes, order, heads, head_parents)
+
+
+__all__ = ["PathReplay", "PathResult"]
