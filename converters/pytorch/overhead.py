@@ -139,6 +139,11 @@ class _Facts:
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
 
 
+def node_facts(traces: Sequence[Trace]) -> list[_Facts]:
+    """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`)."""
+    return [_Facts(t) for t in traces]
+
+
 def _host_nodes(trace: Trace) -> list[Any]:
     """The nodes whose recorded time holds profiler cost (module docstring), in trace order."""
     out = []
@@ -303,6 +308,7 @@ class _Plan:
         self.traces = traces
         facts = facts if facts is not None else [_Facts(t) for t in traces]
         rows = [f.host_rows() for f in facts]
+        self.facts, self.rows = facts, rows
         self.nodes = [[f.nodes[i] for i in rs] for f, rs in zip(facts, rows)]
         self.recorded = [[f.recorded[i] for i in rs] for f, rs in zip(facts, rows)]
         # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
@@ -369,10 +375,12 @@ class _Plan:
         return out
 
     def mark(self) -> None:
-        for nodes, rec, kept in zip(self.nodes, self.recorded, self.kept):
-            for n, d, k in zip(nodes, rec, kept):
+        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know)."""
+        for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
+            for n, d, k, i in zip(nodes, rec, kept, rows):
                 if not k and n.duration_micros != d:
                     set_attr(n, PROFILED_ATTR, int(d))
+                    f.profiled[i] = int(d)
 
 
 class CollectiveWaits:
@@ -511,8 +519,12 @@ def remove_overhead(
     costs: Optional[Costs] = None,
     progress: Optional[Callable[[str], None]] = None,
     replay: bool = False,
+    facts: Optional[Sequence[_Facts]] = None,
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
+
+    `facts`: `node_facts(traces)` from an earlier pass over the same nodes (kept current by it),
+    instead of reading every node's attributes again.
 
     With `measured_step_ns` the untraced time per host node is fitted (bisection: the replayed
     step grows with it) until the replayed step is within 0.3% of it; a step time that the
@@ -521,7 +533,7 @@ def remove_overhead(
     also gives the profiled and the predicted step).
     """
     say = progress or (lambda _m: None)
-    facts = [_Facts(t) for t in traces]
+    facts = facts if facts is not None else node_facts(traces)
     costs = costs or estimate_costs(traces, facts)
     plan = _Plan(traces, costs, facts)
     replayer = _Replayer(traces)
@@ -691,6 +703,7 @@ __all__ = [
     "OverheadReport",
     "estimate_costs",
     "keep_recorded",
+    "node_facts",
     "overhead_of",
     "rebuild_waits",
     "remove_overhead",
