@@ -35,33 +35,40 @@ _DURATION = attrgetter("duration_micros")
 
 
 class _Rank:
-    """One rank's graph as chains in a topological order of the chains."""
+    """One rank's graph, its rows laid out in a topological order (the file's own, as converters
+    write them, when it is one) and cut into chains: runs of rows each of which is the only child
+    of the row before it and has no other parent."""
 
-    def __init__(self, nodes: list[Any], order: list[int], heads: list[int], head_parents: list[list[int]]) -> None:
+    def __init__(
+        self, nodes: list[Any], ids: list[int], types: np.ndarray, order: np.ndarray, parent: np.ndarray,
+        child: np.ndarray,
+    ) -> None:  # fmt: skip
+        """`parent`/`child`: the edges as positions in `order` (parent before child)."""
         n = len(nodes)
         self.nodes = nodes
-        self.ids = [x.id for x in nodes]
-        self.row_of = dict(zip(self.ids, range(n)))
-        types = np.fromiter((x.type for x in nodes), dtype=np.int64, count=n)
+        self.row_of = dict(zip(ids, range(n)))
         # rows whose delay follows their duration (everything but metadata / invalid nodes)
         self.timed = ~np.isin(types, _NO_DELAY) & np.isin(types, list(_KNOWN))
-        self.order = np.asarray(order, dtype=np.int64)  # rows, chain after chain
-        pos = np.empty(n, dtype=np.int64)
-        pos[self.order] = np.arange(n)
-        self.pos = pos
-        self.heads = np.asarray(heads, dtype=np.int64)  # position of each chain's first row
-        chain_of_pos = np.zeros(n, dtype=np.int64)
-        if len(heads) > 1:
-            chain_of_pos[self.heads[1:]] = 1
-        self.chain_of_pos = np.cumsum(chain_of_pos)
-        # every chain head's dependencies, flattened: (chain of the parent, position of the parent)
-        self.lo = [0]
-        flat: list[int] = []
-        for ps in head_parents:
-            flat.extend(ps)
-            self.lo.append(len(flat))
-        self.parent_pos = pos[np.asarray(flat, dtype=np.int64)] if flat else np.zeros(0, dtype=np.int64)
+        self.order = order  # rows, chain after chain
+        indeg = np.bincount(child, minlength=n)
+        outdeg = np.bincount(parent, minlength=n)
+        only_parent = np.full(n, -1, dtype=np.int64)
+        one = indeg[child] == 1
+        only_parent[child[one]] = parent[one]
+        pos = np.arange(n)
+        cont = (only_parent == pos - 1) & (indeg == 1)
+        cont[1:] &= outdeg[:-1] == 1
+        cont[:1] = False
+        self.heads = np.flatnonzero(~cont)  # position of each chain's first row
+        self.chain_of_pos = np.cumsum(~cont) - 1
+        # every chain head's dependencies: (chain of the parent, position of the parent), by head
+        at_head = ~cont[child]
+        by_child = np.argsort(child[at_head], kind="stable")
+        head_child = child[at_head][by_child]
+        self.parent_pos = parent[at_head][by_child]
         self.parent_chain = self.chain_of_pos[self.parent_pos].tolist()
+        bounds = np.searchsorted(head_child, self.heads, side="left").tolist()
+        self.lo = [*bounds, len(head_child)]
         self.start = np.zeros(n, dtype=np.int64)
         self.end = np.zeros(n, dtype=np.int64)
 
@@ -168,48 +175,58 @@ def _compile(nodes: list[Any]) -> Optional[_Rank]:
     """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle)."""
     n = len(nodes)
     ids = [x.id for x in nodes]
-    row_of = dict(zip(ids, range(n)))
-    if len(row_of) != n:
+    types = np.fromiter((x.type for x in nodes), dtype=np.int64, count=n)
+    if np.isin(types, _MEMORY).any():
         return None
-    parents: list[list[int]] = []
-    children: list[list[int]] = [[] for _ in range(n)]
-    get = row_of.get
-    for row, x in enumerate(nodes):
-        if x.type in _MEMORY:
-            return None
-        deps = [*x.data_deps, *x.ctrl_deps]
-        ps = [get(d) for d in deps]
-        if None in ps:
-            return None
-        parents.append(ps)  # type: ignore[arg-type]
-        for p in ps:
-            children[p].append(row)  # type: ignore[index]
-    # A row continues its parent's chain when it is that parent's only child and has no other
-    # parent; chains are laid out whole, in a topological order of their heads (Kahn's).
-    cont = [len(ps) == 1 and len(children[ps[0]]) == 1 for ps in parents]
-    left = [len(ps) for ps in parents]
-    ready = [row for row in range(n) if not left[row]]
-    order: list[int] = []
-    heads: list[int] = []
-    head_parents: list[list[int]] = []
-    while ready:
-        row = ready.pop()
-        heads.append(len(order))
-        head_parents.append(parents[row])
-        while True:
-            order.append(row)
-            kids = children[row]
-            if len(kids) == 1 and cont[kids[0]]:
-                row = kids[0]
-                continue
-            for c in kids:
-                left[c] -= 1
-                if not left[c]:
-                    ready.append(c)
-            break
-    if len(order) != n:
+    id_arr = np.asarray(ids, dtype=np.uint64)
+    by_id = np.argsort(id_arr, kind="stable")
+    sorted_ids = id_arr[by_id]
+    if n > 1 and (sorted_ids[1:] == sorted_ids[:-1]).any():
+        return None
+    # the edges, as rows: a dependency's order within its node does not matter (a max)
+    data = [x.data_deps for x in nodes]
+    ctrl = [x.ctrl_deps for x in nodes]
+    counts = np.fromiter(map(len, data), dtype=np.int64, count=n) + np.fromiter(map(len, ctrl), dtype=np.int64, count=n)
+    m = int(counts.sum())
+    dep_ids = np.fromiter(
+        (d for a, b in zip(data, ctrl) for d in (*a, *b)) if m else (), dtype=np.uint64, count=m
+    )  # fmt: skip
+    child = np.repeat(np.arange(n, dtype=np.int64), counts)
+    at = np.searchsorted(sorted_ids, dep_ids)
+    if m and (at.max() >= n or (sorted_ids[np.minimum(at, n - 1)] != dep_ids).any()):
+        return None  # a dependency on an absent id
+    parent = by_id[at].astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    if (parent < child).all():
+        order = np.arange(n, dtype=np.int64)  # the file's order is a topological one
+        return _Rank(nodes, ids, types, order, parent, child)
+    topo = _topological(n, parent.tolist(), child.tolist())
+    if topo is None:
         return None  # a cycle
-    return _Rank(nodes, order, heads, head_parents)
+    order = np.asarray(topo, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    return _Rank(nodes, ids, types, order, pos[parent], pos[child])
+
+
+def _topological(n: int, parent: list[int], child: list[int]) -> Optional[list[int]]:
+    """Rows in a topological order (Kahn's, smallest row first), or None for a cycle."""
+    import heapq
+
+    children: list[list[int]] = [[] for _ in range(n)]
+    left = [0] * n
+    for p, c in zip(parent, child):
+        children[p].append(c)
+        left[c] += 1
+    ready = [r for r in range(n) if not left[r]]
+    out = []
+    while ready:
+        r = heapq.heappop(ready)
+        out.append(r)
+        for c in children[r]:
+            left[c] -= 1
+            if not left[c]:
+                heapq.heappush(ready, c)
+    return out if len(out) == n else None
 
 
 __all__ = ["PathReplay", "PathResult"]

@@ -62,6 +62,7 @@ PROFILED_ATTR = "profiled_dur_us"
 META_ATTR = OVERHEAD_ATTR
 
 _COMP = int(NodeType.COMP_NODE)
+_INT64_MAX = (1 << 63) - 1
 _COLL = int(NodeType.COMM_COLL_NODE)
 #: Relaxation rounds of the cross-rank waits (CollectiveWaits.settle); each is one replay.
 WAIT_ROUNDS = 8
@@ -129,11 +130,31 @@ class _Facts:
                         self.profiled[i] = value
         self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
         self.names = {x.id: x.name for x in nodes}
+        self._hosts: Optional[_Hosts] = None
 
     def host_rows(self) -> list[int]:
         """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
         cpu = self.cpu
         return [i for i, x in enumerate(self.nodes) if x.type == _COMP and not (cpu[i] is False and x.name != "queue")]
+
+    def host(self) -> _Hosts:
+        """The host nodes and what does not change between passes over them (kept: `_Hosts`)."""
+        if self._hosts is None:
+            self._hosts = _Hosts(self)
+        return self._hosts
+
+
+class _Hosts:
+    """A trace's host nodes (`_Facts.host_rows`) with their profiled events, whether they hold
+    Python time, and whether their cost is a gap's (`Costs.of`): none of it depends on durations."""
+
+    def __init__(self, facts: _Facts) -> None:
+        self.rows = facts.host_rows()
+        self.nodes = [facts.nodes[i] for i in self.rows]
+        self.events = _events(facts, self.rows)
+        self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
+        self.python = _python_level(facts, self.rows)
+        self.special = np.fromiter((n.name in _HOST_SPECIAL for n in self.nodes), dtype=bool, count=len(self.nodes))
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
@@ -307,19 +328,22 @@ class _Plan:
     def __init__(self, traces: Sequence[Trace], costs: Costs, facts: Optional[Sequence[_Facts]] = None) -> None:
         self.traces = traces
         facts = facts if facts is not None else [_Facts(t) for t in traces]
-        rows = [f.host_rows() for f in facts]
-        self.facts, self.rows = facts, rows
-        self.nodes = [[f.nodes[i] for i in rs] for f, rs in zip(facts, rows)]
-        self.recorded = [[f.recorded[i] for i in rs] for f, rs in zip(facts, rows)]
+        hosts = [f.host() for f in facts]
+        self.facts = facts
+        self.rows = [h.rows for h in hosts]
+        self.nodes = [h.nodes for h in hosts]
+        self.recorded = [[f.recorded[i] for i in h.rows] for f, h in zip(facts, hosts)]
         # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
-        self.kept = [[f.profiled[i] is not None for i in rs] for f, rs in zip(facts, rows)]
-        self.events = [_events(f, rs) for f, rs in zip(facts, rows)]
+        self.kept = [[f.profiled[i] is not None for i in h.rows] for f, h in zip(facts, hosts)]
+        self.events = [h.events for h in hosts]
+        # CAP_COSTS x the node's cost x its events, as floats (the same products as node by node)
         self.cap = [
-            [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
+            (np.where(h.special, CAP_COSTS * costs.gap_us, CAP_COSTS * costs.op_us) * h.events_at_least_1).tolist()
+            for h in hosts
         ]
         # Python time (a gap of a Python-level region, idle time on the main thread) is real work
         # the profiler does not slow down: such a node loses only the callbacks around it.
-        self.python = [_python_level(f, rs) for f, rs in zip(facts, rows)]
+        self.python = [h.python for h in hosts]
         self.python_cost = PYTHON_GAPS * costs.gap_us
         # GPU queue nodes on a device time-shared with another rank (shared_device_busy): the part
         # of each wait during which the device ran nobody's kernel keeps `idle_share` of itself
@@ -379,7 +403,10 @@ class _Plan:
         for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
             for n, d, k, i in zip(nodes, rec, kept, rows):
                 if not k and n.duration_micros != d:
-                    set_attr(n, PROFILED_ATTR, int(d))
+                    if d <= _INT64_MAX:  # set_attr's arm for it, without looking for one first
+                        n.attr.add(name=PROFILED_ATTR, int64_val=d)
+                    else:
+                        set_attr(n, PROFILED_ATTR, int(d))
                     f.profiled[i] = int(d)
 
 

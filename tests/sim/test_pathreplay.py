@@ -92,8 +92,10 @@ def test_a_chain_by_hand():
         ],
         rank=0,
     )
-    got = PathReplay.build([t]).run()
-    times = got.node_times[0]
-    assert times[4] == (5000, 5001) and times[5] == (5001, 7001) and times[3] == (0, 0)
-    assert got.ranks[0].finish_ns == 7001
-    _assert_same([t])
+    backwards = Trace(nodes=list(reversed(t.nodes)), rank=0)  # a file order that is not a topological one
+    for trace in (t, backwards):
+        got = PathReplay.build([trace]).run()
+        times = got.node_times[0]
+        assert times[4] == (5000, 5001) and times[5] == (5001, 7001) and times[3] == (0, 0)
+        assert got.ranks[0].finish_ns == 7001
+        _assert_same([trace])
