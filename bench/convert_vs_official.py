@@ -9,7 +9,9 @@ records it into bench/out/gpt/ the first time (needs the `[torch]` extra), or ta
 
 Every command runs in its own process and is measured from outside (wall time, CPU time = user +
 system of the process, peak RSS from wait4), `--repeat` times; the best wall and CPU are kept
-(the machine is shared: CPU time is the figure to compare). Rows:
+(the machine is shared: CPU time is the figure to compare). The processes may cache their
+bytecode as installed packages do (PYTHONDONTWRITEBYTECODE is dropped for them: an editable
+install would otherwise compile every module on every run). Rows:
 
 * orjson parse: `orjson.loads` of both files in a fresh process, as a script would (the cyclic
   GC on), and with the GC off (the hard floor: nothing but building the objects);
@@ -73,11 +75,14 @@ def record(trace_dir: Path) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def measure(cmd: list[str], cwd: Optional[Path] = None) -> dict[str, Any]:
     """Run `cmd` once: wall s, CPU s (user + system), peak RSS MB, exit code, last stderr line."""
     with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd, env=_ENV)
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
         proc.returncode = os.waitstatus_to_exitcode(status)
