@@ -454,6 +454,7 @@ def _convert_one(
             if hold:
                 sink = _InMemory()
                 _, stats = convert_rank(et, kf, ri.rank, options, writer=sink, release=True, job=job)  # type: ignore[arg-type]
+                messages = [m for batch in sink.batches for m in batch]
                 trace = sink.trace(ri.rank)
             else:
                 w = TraceWriter(out_path)
@@ -475,7 +476,8 @@ def _convert_one(
             if hold:
                 from chakra.converters.pytorch.overhead import node_facts
 
-                facts = node_facts([trace])
+                facts = node_facts([trace], [messages])
+                del messages
                 stats["profiler_overhead"] = _overhead_of(trace, options, facts)
                 held[out_path] = (trace, facts)  # type: ignore[index]
             else:

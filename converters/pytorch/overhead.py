@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
 from chakra.schema import NodeType
 from chakra.schema.attrs import attr_value, get_attr, set_attr
 from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
@@ -104,33 +105,78 @@ class _Facts:
     per node in trace order, the `is_cpu_op` value (None when absent), `gap_of` (0 when absent),
     the recorded duration (`_recorded`) and whether it is already kept in `profiled_dur_us`."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, messages: Optional[Sequence[bytes]] = None) -> None:
+        """`messages`: the nodes serialized, as the converter wrote them: the attributes it writes
+        in its own way are read from the bytes (C-level searches), the rest from the nodes."""
         nodes = trace.nodes
         n = len(nodes)
         self.nodes = nodes
         self.cpu: list[Any] = [None] * n
         self.gap_of: list[Any] = [0] * n
         self.profiled: list[Any] = [None] * n
-        wanted = _SCANNED
-        for i, node in enumerate(nodes):
-            seen = 0
-            for a in node.attr:
-                name = a.name
-                if name in wanted:
-                    bit = wanted[name]
-                    if seen & bit:  # the first one counts (as get_attr)
-                        continue
-                    seen |= bit
-                    value = attr_value(a)
-                    if bit == 1:
-                        self.cpu[i] = value
-                    elif bit == 2:
-                        self.gap_of[i] = 0 if value is None else value
-                    else:
-                        self.profiled[i] = value
+        if messages is None or len(messages) != n:
+            for i in range(n):
+                self._scan(i)
+        else:
+            for i, m in enumerate(messages):
+                if not self._from_bytes(i, m):
+                    self._scan(i)
         self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
         self.names = {x.id: x.name for x in nodes}
         self._hosts: Optional[_Hosts] = None
+        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
+        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def _scan(self, i: int) -> None:
+        """Node i's attributes, read from the node (the first of a name counts, as get_attr)."""
+        wanted = _SCANNED
+        seen = 0
+        for a in self.nodes[i].attr:
+            name = a.name
+            if name in wanted:
+                bit = wanted[name]
+                if seen & bit:
+                    continue
+                seen |= bit
+                value = attr_value(a)
+                if bit == 1:
+                    self.cpu[i] = value
+                elif bit == 2:
+                    self.gap_of[i] = 0 if value is None else value
+                else:
+                    self.profiled[i] = value
+
+    def _from_bytes(self, i: int, m: bytes) -> bool:
+        """Node i's attributes from its serialized bytes where they settle them: no profiled_dur_us,
+        at most one is_cpu_op and one gap_of, each in the converter's arm (chakra.converters.pytorch
+        .emit); False otherwise (then `_scan`). The entries cannot hide in a string: a bool entry's
+        bytes are not UTF-8, and a gap_of entry must be framed as one."""
+        if PROFILED_BYTES in m:
+            return False
+        c = m.count(b"is_cpu_op")
+        if c:
+            if c > 1:
+                return False
+            if CPU_TRUE_ENTRY in m:
+                self.cpu[i] = True
+            elif CPU_FALSE_ENTRY in m:
+                self.cpu[i] = False
+            else:
+                return False
+        c = m.count(b"gap_of")
+        if c:
+            j = m.find(GAP_OF_PREFIX)
+            if c > 1 or j < 2:
+                return False
+            size = m[j - 1]
+            if m[j - 2] != 0x52 or not len(GAP_OF_PREFIX) < size < 128 or j + size > len(m):
+                return False
+            value, shift = 0, 0
+            for byte in m[j + len(GAP_OF_PREFIX) : j + size]:
+                value |= (byte & 0x7F) << shift
+                shift += 7
+            self.gap_of[i] = value - (1 << 64) if value >= 1 << 63 else value
+        return True
 
     def host_rows(self) -> list[int]:
         """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
@@ -158,11 +204,13 @@ class _Hosts:
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
+PROFILED_BYTES = PROFILED_ATTR.encode()
 
 
-def node_facts(traces: Sequence[Trace]) -> list[_Facts]:
-    """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`)."""
-    return [_Facts(t) for t in traces]
+def node_facts(traces: Sequence[Trace], messages: Optional[Sequence[Sequence[bytes]]] = None) -> list[_Facts]:
+    """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`).
+    `messages`: each trace's nodes as the converter serialized them (`_Facts`)."""
+    return [_Facts(t, ms) for t, ms in zip(traces, messages or [None] * len(traces))]
 
 
 def _host_nodes(trace: Trace) -> list[Any]:
@@ -561,7 +609,15 @@ def remove_overhead(
     """
     say = progress or (lambda _m: None)
     facts = facts if facts is not None else node_facts(traces)
-    costs = costs or estimate_costs(traces, facts)
+    if costs is None:
+        # read from recorded durations, names and types, which no pass changes: once per facts
+        cached = facts[0].costs if facts else None
+        if cached is not None and len(cached[0]) == len(facts) and all(a is b for a, b in zip(cached[0], facts)):
+            costs = cached[1]
+        else:
+            costs = estimate_costs(traces, facts)
+            if facts:
+                facts[0].costs = (tuple(facts), costs)
     plan = _Plan(traces, costs, facts)
     replayer = _Replayer(traces)
     waits = CollectiveWaits(traces, replayer) if len(traces) > 1 else None
