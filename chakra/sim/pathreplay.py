@@ -136,16 +136,23 @@ class PathReplay:
     change between runs (module docstring). Make one with `build`; `run()` reads the nodes'
     durations as they are now."""
 
-    def __init__(self, traces: Sequence[Trace], ranks: list[tuple[int, _Rank]]) -> None:
+    def __init__(
+        self, traces: Sequence[Trace], ranks: list[tuple[int, _Rank]], step_ids: Optional[dict[int, list[int]]] = None
+    ) -> None:
         self.traces = traces
         self.ranks = ranks
-        self.step_ids = {r: [i for _, i in sorted(_marks(t))] for (r, _), t in zip(ranks, traces)}
+        if step_ids is None:
+            step_ids = {r: [i for _, i in sorted(_marks(t))] for (r, _), t in zip(ranks, traces)}
+        self.step_ids = step_ids
 
     @classmethod
-    def build(cls, traces: Sequence[Trace], system: Any = None) -> Optional[PathReplay]:
+    def build(
+        cls, traces: Sequence[Trace], system: Any = None, step_ids: Optional[dict[int, list[int]]] = None
+    ) -> Optional[PathReplay]:
         """The replay of `traces` (ranks by `.rank`, else position), or None where it would not be
         the simulator's (module docstring). `system`: the system config the simulator would use
-        (None: the bundled one, which has no roofline)."""
+        (None: the bundled one, which has no roofline). `step_ids`: rank -> its `ProfilerStep#k`
+        ids in step order (`chakra.sim.steps.step_node_ids`), when the caller has them."""
         if system is not None and getattr(system, "roofline_enabled", False):
             return None
         ranks = []
@@ -156,7 +163,7 @@ class PathReplay:
             ranks.append((t.rank if t.rank is not None else pos, got))
         if sorted(r for r, _ in ranks) != list(range(len(ranks))):
             return None
-        return cls(traces, ranks)
+        return cls(traces, ranks, step_ids)
 
     def run(self) -> PathResult:
         finishes = {r: _Finish(rk.run()) for r, rk in self.ranks}

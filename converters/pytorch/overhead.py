@@ -43,7 +43,7 @@ import numpy as np
 from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
 from chakra.schema import NodeType
 from chakra.schema.attrs import attr_value, get_attr, set_attr
-from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
+from chakra.sim.steps import OVERHEAD_ATTR, STEP_RE, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
 
 #: When the trace has too few back-to-back operators to read the gap cost from: µs.
@@ -122,7 +122,9 @@ class _Facts:
                 if not self._from_bytes(i, m):
                     self._scan(i)
         self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
-        self.names = {x.id: x.name for x in nodes}
+        self.name_list = [x.name for x in nodes]
+        self.names = dict(zip((x.id for x in nodes), self.name_list))
+        self._steps: Optional[list[tuple[int, int, int]]] = None
         self._hosts: Optional[_Hosts] = None
         #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
         self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
@@ -182,6 +184,27 @@ class _Facts:
         """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
         cpu = self.cpu
         return [i for i, x in enumerate(self.nodes) if x.type == _COMP and not (cpu[i] is False and x.name != "queue")]
+
+    def steps(self) -> list[tuple[int, int, int]]:
+        """(k, id, position) of the `ProfilerStep#k` nodes, in step order (as `step_node_ids`)."""
+        if self._steps is None:
+            match, nodes = STEP_RE.match, self.nodes
+            marks = [(int(n.rsplit("#", 1)[1]), nodes[i].id, i) for i, n in enumerate(self.name_list) if match(n)]
+            self._steps = sorted(marks, key=lambda m: (m[0], m[1]))
+        return self._steps
+
+    def recorded_steps_ns(self) -> list[float]:
+        """`chakra.sim.steps.recorded_steps_ns` of the trace, from the step marks found once."""
+        by_id = {node_id: i for _, node_id, i in self._steps_in_file_order()}
+        out = []
+        for _, node_id, _ in self.steps():
+            dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
+            if dur:
+                out.append(float(dur) * 1000.0)
+        return out
+
+    def _steps_in_file_order(self) -> list[tuple[int, int, int]]:
+        return sorted(self.steps(), key=lambda m: m[2])
 
     def host(self) -> _Hosts:
         """The host nodes and what does not change between passes over them (kept: `_Hosts`)."""
@@ -551,8 +574,9 @@ class _Replayer:
     `chakra.sim.pathreplay` reads the traces once and answers each replay to the ns of the
     simulator; where it does not apply (memory nodes, ...) each replay is a simulation."""
 
-    def __init__(self, traces: Sequence[Trace]) -> None:
+    def __init__(self, traces: Sequence[Trace], facts: Optional[Sequence[_Facts]] = None) -> None:
         self.traces = traces
+        self.facts = facts
         self.paths: Any = None
         self.tried = False
 
@@ -562,7 +586,11 @@ class _Replayer:
             from chakra.sim.pathreplay import PathReplay
 
             self.tried = True
-            self.paths = PathReplay.build(self.traces)
+            steps = None
+            if self.facts is not None:
+                ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
+                steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
+            self.paths = PathReplay.build(self.traces, step_ids=steps)
         if self.paths is None:
             return _replay(self.traces)
         res = self.paths.run()
@@ -619,7 +647,7 @@ def remove_overhead(
             if facts:
                 facts[0].costs = (tuple(facts), costs)
     plan = _Plan(traces, costs, facts)
-    replayer = _Replayer(traces)
+    replayer = _Replayer(traces, facts)
     waits = CollectiveWaits(traces, replayer) if len(traces) > 1 else None
 
     def replay_step() -> float:
@@ -628,7 +656,7 @@ def remove_overhead(
 
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
-    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    profiled = facts[0].recorded_steps_ns() if facts else []
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))
     if measured_step_ns is not None or replay:
