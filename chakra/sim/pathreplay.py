@@ -71,13 +71,21 @@ class _Rank:
         self.lo = [*bounds, len(head_child)]
         self.start = np.zeros(n, dtype=np.int64)
         self.end = np.zeros(n, dtype=np.int64)
+        self.read: Optional[np.ndarray] = None  # the durations the last run without an override read
 
-    def run(self) -> int:
-        """Start and end of every row (ns) from the nodes' current durations; returns the finish."""
+    def run(self, override: Optional[tuple[Any, Any]] = None) -> int:
+        """Start and end of every row (ns) from the nodes' current durations, or with `override`
+        (rows, durations µs) in place of theirs, the other rows as the last run without one read
+        them; returns the finish."""
         n = len(self.nodes)
         if not n:
             return 0
-        dur = np.fromiter(map(_DURATION, self.nodes), dtype=np.int64, count=n)
+        if override is None or self.read is None:
+            self.read = np.fromiter(map(_DURATION, self.nodes), dtype=np.int64, count=n)
+        dur = self.read
+        if override is not None:
+            dur = dur.copy()
+            dur[np.asarray(override[0], dtype=np.int64)] = override[1]
         delay = np.where(self.timed, np.where(dur > 0, dur * 1000, 1), 0)
         d = delay[self.order]
         cs = np.cumsum(d)
@@ -165,8 +173,11 @@ class PathReplay:
             return None
         return cls(traces, ranks, step_ids)
 
-    def run(self) -> PathResult:
-        finishes = {r: _Finish(rk.run()) for r, rk in self.ranks}
+    def run(self, overrides: Optional[dict[int, tuple[Any, Any]]] = None) -> PathResult:
+        """A replay of the nodes' current durations; `overrides`: rank -> (rows, durations µs)
+        to use instead of those rows' (the other rows as the last run without one read them)."""
+        overrides = overrides or {}
+        finishes = {r: _Finish(rk.run(overrides.get(r))) for r, rk in self.ranks}
         return PathResult(finishes, {r: _Times(rk) for r, rk in self.ranks})
 
     def step(self, res: PathResult) -> StepTime:

@@ -33,6 +33,7 @@ from chakra.converters.pytorch.etplus import is_etplus, load_etplus
 from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve, solve_p2p
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
+from chakra.converters.pytorch.wire import varint_table
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
 from chakra.io import TraceWriter, adopt_output, check_output_path, output_set, rank_path
@@ -490,6 +491,9 @@ def _convert_one(
         return {"error": str(write_error(out_path, exc))}
 
 
+_SMALL_VARINTS = varint_table(16384)
+
+
 class _InMemory:
     """What `convert_rank` writes, kept in memory: the nodes stay serialized (compact) while the
     converter's own objects are alive, and become a Trace once they are gone."""
@@ -505,12 +509,14 @@ class _InMemory:
         self.batches.append(messages)
 
     def trace(self, rank: int) -> Trace:
-        from chakra.io import NodeBatch, encode_varint
+        from chakra.converters.pytorch.wire import varint
+        from chakra.io import NodeBatch
 
+        small = _SMALL_VARINTS
         nodes: list[Any] = []
         for messages in self.batches:  # one upb call per batch (chakra.io.NodeBatch)
             if messages:
-                framed = b"\x0a".join(encode_varint(len(m)) + m for m in messages)
+                framed = b"\x0a".join((small[n] if (n := len(m)) < 16384 else varint(n)) + m for m in messages)
                 nodes.extend(NodeBatch.FromString(b"\x0a" + framed).nodes)
         self.batches = []
         return Trace(metadata=self.metadata, nodes=nodes, rank=rank)

@@ -420,6 +420,7 @@ class _Plan:
         # of each wait during which the device ran nobody's kernel keeps `idle_share` of itself
         self.peer_busy = shared_device_busy(traces, self.nodes)
         self.idle_share = 1.0
+        self.unwritten: list[Any] = [None] * len(traces)
         # the same per-node inputs as arrays, for the vectorised part of `apply`
         self._arrays = [
             (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
@@ -427,7 +428,7 @@ class _Plan:
             for rec, ev, cap, py in zip(self.recorded, self.events, self.cap, self.python)
         ]  # fmt: skip
 
-    def apply(self, base_us: Optional[float]) -> int:
+    def apply(self, base_us: Optional[float], write: bool = True) -> int:
         """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
         node its recorded time less the callbacks (None: every node as recorded); returns the µs
         removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
@@ -453,10 +454,20 @@ class _Plan:
                 new = round(exact)
                 carry = exact - new
                 new_all.append(new)
-            for n, new in zip(nodes, new_all):
-                n.duration_micros = new
+            if write:
+                for n, new in zip(nodes, new_all):
+                    n.duration_micros = new
+            else:
+                self.unwritten[r] = new_all
             removed += sum(rec) - sum(new_all)
         return removed
+
+    def overrides(self) -> dict[int, tuple[Any, Any]]:
+        """rank -> (host node positions, their durations) of the last `apply(..., write=False)`."""
+        out = {}
+        for pos, (t, rows, new) in enumerate(zip(self.traces, self.rows, self.unwritten)):
+            out[t.rank if t.rank is not None else pos] = (rows, new)
+        return out
 
     def _exact_each(self, r: int, base_us: float, py_cost: float) -> list[float]:
         """Rank r's unrounded durations, node by node (ranks time-sharing a device)."""
@@ -580,8 +591,21 @@ class _Replayer:
         self.paths: Any = None
         self.tried = False
 
-    def __call__(self) -> tuple[Any, float]:
-        """(result with `ranks` and `node_times`, step ns) of the traces as they are now."""
+    def fast(self) -> bool:
+        """Whether the path replay answers (built on first use)."""
+        self._build()
+        return self.paths is not None
+
+    def __call__(self, overrides: Optional[dict[int, tuple[Any, Any]]] = None) -> tuple[Any, float]:
+        """(result with `ranks` and `node_times`, step ns) of the traces as they are now, or with
+        `overrides` (rank -> node positions, durations; the path replay only) in place of theirs."""
+        self._build()
+        if self.paths is None:
+            return _replay(self.traces)
+        res = self.paths.run(overrides)
+        return res, self.paths.step(res).step_ns
+
+    def _build(self) -> None:
         if not self.tried:
             from chakra.sim.pathreplay import PathReplay
 
@@ -591,10 +615,6 @@ class _Replayer:
                 ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
                 steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
             self.paths = PathReplay.build(self.traces, step_ids=steps)
-        if self.paths is None:
-            return _replay(self.traces)
-        res = self.paths.run()
-        return res, self.paths.step(res).step_ns
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
@@ -654,6 +674,16 @@ def remove_overhead(
         # with several ranks the collectives' waits follow the converted schedule (CollectiveWaits)
         return (waits.settle() if waits else replayer())[1]
 
+    def trial(base: float) -> float:
+        """The replayed step with every host node at `base_us` (plan.apply, then a replay). Where
+        the path replay answers and no waits are rebuilt, the durations go to it as arrays and
+        the nodes are left as they were (only the last apply, below, writes them)."""
+        if waits is None and replayer.fast():
+            plan.apply(base, write=False)
+            return replayer(plan.overrides())[1]
+        plan.apply(base)
+        return replay_step()
+
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
     profiled = facts[0].recorded_steps_ns() if facts else []
@@ -668,8 +698,7 @@ def remove_overhead(
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
         lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
-        plan.apply(default_base)
-        at_default = replay_step()
+        at_default = trial(default_base)
         fitted_idle = False
         if plan.peer_busy and at_default > (1 + AGREE) * target:
             # Ranks time-share one device: how much of the device's idle waits survive without the
@@ -691,8 +720,7 @@ def remove_overhead(
                     f"the ranks time-share one device: {100 * plan.idle_share:.0f}% of its idle waits kept "
                     "(fitted; the host time is the estimate)"
                 )
-        plan.apply(lo)
-        floor = replay_step()
+        floor = trial(lo)
         if fitted_idle:
             pass
         elif abs(at_default - target) <= AGREE * target:
@@ -718,8 +746,7 @@ def remove_overhead(
                 max(plan.python_cost, max((d for r in plan.recorded for d in r), default=1)),
             )
             plan.python_cost = hi_py
-            plan.apply(0.0)
-            lowest = replay_step()
+            lowest = trial(0.0)
             if lowest > target:
                 rep.notes.append(
                     f"with no host time left the replay takes {lowest / 1e6:.3f} ms, more than the measured "
@@ -728,8 +755,7 @@ def remove_overhead(
             else:
                 for _ in range(40):
                     plan.python_cost = mid = (lo_py + hi_py) / 2
-                    plan.apply(0.0)
-                    got = replay_step()
+                    got = trial(0.0)
                     if abs(got - target) <= 0.003 * target:
                         break
                     lo_py, hi_py = (mid, hi_py) if got > target else (lo_py, mid)
@@ -741,8 +767,7 @@ def remove_overhead(
         else:
             for i in range(40):
                 mid = (lo + hi) / 2
-                plan.apply(mid)
-                got = replay_step()
+                got = trial(mid)
                 say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
                 if abs(got - target) <= 0.003 * target:
                     lo = hi = mid

@@ -66,6 +66,17 @@ def test_same_after_durations_change_and_on_a_gpu_recording(samples_dir, tmp_pat
         _assert_same(traces)
         fresh = PathReplay.build(traces)  # the one built before reads the durations as they are now
         assert replay.step(replay.run()).step_ns == fresh.step(fresh.run()).step_ns
+    # durations handed over as arrays (the fit's trials) = the same durations written into the nodes
+    nodes = traces[0].nodes
+    rows = list(range(0, len(nodes), 3))
+    doubled = [2 * nodes[i].duration_micros + 1 for i in rows]
+    handed = replay.run({0: (rows, doubled)})
+    handed_times = {i: handed.node_times[0][i] for i in (n.id for n in nodes)}
+    for i, d in zip(rows, doubled):
+        nodes[i].duration_micros = d
+    _assert_same(traces)
+    written = PathReplay.build(traces).run().node_times[0]
+    assert handed_times == {i: written[i] for i in handed_times}
 
 
 def test_declines_what_the_simulator_models_or_refuses():
