@@ -122,8 +122,11 @@ class _Facts:
                 if not self._from_bytes(i, m):
                     self._scan(i)
         self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
+        # plain lists: every pass reads them many times, a protobuf field read costs more
         self.name_list = [x.name for x in nodes]
-        self.names = dict(zip((x.id for x in nodes), self.name_list))
+        self.ids = [x.id for x in nodes]
+        self.types = [x.type for x in nodes]
+        self.names = dict(zip(self.ids, self.name_list))
         self._steps: Optional[list[tuple[int, int, int]]] = None
         self._hosts: Optional[_Hosts] = None
         #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
@@ -183,13 +186,14 @@ class _Facts:
     def host_rows(self) -> list[int]:
         """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
         cpu = self.cpu
-        return [i for i, x in enumerate(self.nodes) if x.type == _COMP and not (cpu[i] is False and x.name != "queue")]
+        names = self.name_list
+        return [i for i, t in enumerate(self.types) if t == _COMP and not (cpu[i] is False and names[i] != "queue")]
 
     def steps(self) -> list[tuple[int, int, int]]:
         """(k, id, position) of the `ProfilerStep#k` nodes, in step order (as `step_node_ids`)."""
         if self._steps is None:
-            match, nodes = STEP_RE.match, self.nodes
-            marks = [(int(n.rsplit("#", 1)[1]), nodes[i].id, i) for i, n in enumerate(self.name_list) if match(n)]
+            match, ids = STEP_RE.match, self.ids
+            marks = [(int(n.rsplit("#", 1)[1]), ids[i], i) for i, n in enumerate(self.name_list) if match(n)]
             self._steps = sorted(marks, key=lambda m: (m[0], m[1]))
         return self._steps
 
@@ -223,7 +227,8 @@ class _Hosts:
         self.events = _events(facts, self.rows)
         self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
         self.python = _python_level(facts, self.rows)
-        self.special = np.fromiter((n.name in _HOST_SPECIAL for n in self.nodes), dtype=bool, count=len(self.nodes))
+        names = facts.name_list
+        self.special = np.fromiter((names[i] in _HOST_SPECIAL for i in self.rows), dtype=bool, count=len(self.rows))
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
@@ -274,25 +279,25 @@ def _events(facts: _Facts, rows: list[int]) -> list[int]:
     is a CUDA runtime call that CUPTI records)."""
     launches: dict[int, int] = {}
     cpu = facts.cpu
-    for i, n in enumerate(facts.nodes):
-        if n.type == _COMP and cpu[i] is False and n.name != "queue":
-            for d in n.data_deps:
+    names, nodes = facts.name_list, facts.nodes
+    for i, t in enumerate(facts.types):
+        if t == _COMP and cpu[i] is False and names[i] != "queue":
+            for d in nodes[i].data_deps:
                 launches[d] = launches.get(d, 0) + 1
     # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
     # kernel already waits for the host node that launched it.
-    nodes = facts.nodes
-    return [0 if cpu[i] is False and nodes[i].name == "queue" else 1 + launches.get(nodes[i].id, 0) for i in rows]
+    ids = facts.ids
+    return [0 if cpu[i] is False and names[i] == "queue" else 1 + launches.get(ids[i], 0) for i in rows]
 
 
 def _python_level(facts: _Facts, rows: list[int]) -> list[bool]:
     """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
     gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
     `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
-    names = facts.names
-    nodes = facts.nodes
+    names, name_list = facts.names, facts.name_list
     out = []
     for i in rows:
-        name = nodes[i].name
+        name = name_list[i]
         if name == "idle":
             out.append(True)
         elif name == "gap":
@@ -323,18 +328,17 @@ def estimate_costs(traces: Sequence[Trace], facts: Optional[Sequence[_Facts]] = 
     gaps: list[int] = []
     leaves: list[int] = []
     for f in facts if facts is not None else [_Facts(t) for t in traces]:
-        names = f.names
-        nodes = f.nodes
+        names, name_list, ids, types = f.names, f.name_list, f.ids, f.types
         rec = f.recorded
         gap_of = f.gap_of
-        parents = {gap_of[i] for i, n in enumerate(nodes) if n.name == "gap"}
-        for i, n in enumerate(nodes):
-            if n.type != _COMP:
+        parents = {gap_of[i] for i, name in enumerate(name_list) if name == "gap"}
+        for i, name in enumerate(name_list):
+            if types[i] != _COMP:
                 continue
-            if n.name == "gap":
+            if name == "gap":
                 if names.get(gap_of[i], "").startswith("aten::"):
                     gaps.append(rec[i])
-            elif n.name in TRIVIAL_OPS and n.id not in parents:
+            elif name in TRIVIAL_OPS and ids[i] not in parents:
                 leaves.append(rec[i])
     gap = _middle_mean(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
     op = _middle_mean(leaves) if len(leaves) >= 10 else gap
