@@ -33,7 +33,6 @@ from chakra.converters.pytorch.etplus import is_etplus, load_etplus
 from chakra.converters.pytorch.gloogroups import Survey, needs_solving, solve, solve_p2p
 from chakra.converters.pytorch.link import add_gpu_ops, link_et, ops_from_kineto
 from chakra.converters.pytorch.ops import COMM, CPU, GPU
-from chakra.converters.pytorch.wire import varint_table
 from chakra.errors import ChakraError, InputError, TraceFormatError
 from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_error
 from chakra.io import TraceWriter, adopt_output, check_output_path, output_set, rank_path
@@ -452,22 +451,21 @@ def _convert_one(
                 kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
             hold = held is not None and kf is not None and options.overhead in _OVERHEAD_MODES
-            if hold:
-                sink = _InMemory()
-                _, stats = convert_rank(et, kf, ri.rank, options, writer=sink, release=True, job=job)  # type: ignore[arg-type]
-                messages = [m for batch in sink.batches for m in batch]
-                trace = sink.trace(ri.rank)
+            w = TraceWriter(out_path)
+            try:
+                _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
+            except BaseException:
+                w.abort()
+                raise
+            if stats.get("deferred"):
+                w.abort()
             else:
-                w = TraceWriter(out_path)
-                try:
-                    _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
-                except BaseException:
-                    w.abort()
-                    raise
-                if stats.get("deferred"):
-                    w.abort()
-                else:
-                    w.close()
+                w.close()
+            if hold:
+                # read back once (the file streamed out, so the converter's objects and the whole
+                # output were never in memory together); both passes then work on this Trace
+                del et, kf
+                trace, messages = _read_back(out_path, ri.rank)
         finally:
             if gc_was:
                 gc.enable()
@@ -491,35 +489,24 @@ def _convert_one(
         return {"error": str(write_error(out_path, exc))}
 
 
-_SMALL_VARINTS = varint_table(16384)
+def _read_back(path: str, rank: int) -> tuple[Trace, list[bytes]]:
+    """A rank file just written: its Trace, and its nodes' serialized messages (each with its
+    length prefix) for `overhead.node_facts`. One upb call per batch (chakra.io.NodeBatch)."""
+    from chakra.io import NodeBatch, iter_payload_batches
 
-
-class _InMemory:
-    """What `convert_rank` writes, kept in memory: the nodes stay serialized (compact) while the
-    converter's own objects are alive, and become a Trace once they are gone."""
-
-    def __init__(self) -> None:
-        self.metadata: Any = None
-        self.batches: list[Sequence[bytes]] = []
-
-    def write_metadata(self, metadata: Any) -> None:
-        self.metadata = metadata
-
-    def write_serialized(self, messages: Sequence[bytes]) -> None:
-        self.batches.append(messages)
-
-    def trace(self, rank: int) -> Trace:
-        from chakra.converters.pytorch.wire import varint
-        from chakra.io import NodeBatch
-
-        small = _SMALL_VARINTS
-        nodes: list[Any] = []
-        for messages in self.batches:  # one upb call per batch (chakra.io.NodeBatch)
-            if messages:
-                framed = b"\x0a".join((small[n] if (n := len(m)) < 16384 else varint(n)) + m for m in messages)
-                nodes.extend(NodeBatch.FromString(b"\x0a" + framed).nodes)
-        self.batches = []
-        return Trace(metadata=self.metadata, nodes=nodes, rank=rank)
+    messages: list[bytes] = []
+    nodes: list[Any] = []
+    metadata = None
+    for _, _, framed in iter_payload_batches(path):
+        if metadata is None:
+            first = framed[0]
+            k = next(i for i, b in enumerate(first) if b < 0x80) + 1  # past the length prefix
+            metadata = pb.GlobalMetadata.FromString(first[k:])
+            framed = framed[1:]
+        if framed:
+            nodes.extend(NodeBatch.FromString(b"\x0a" + b"\x0a".join(framed)).nodes)
+            messages.extend(framed)
+    return Trace(metadata=metadata if metadata is not None else pb.GlobalMetadata(), nodes=nodes, rank=rank), messages
 
 
 def convert_rank_files(

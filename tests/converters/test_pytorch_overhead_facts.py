@@ -14,21 +14,22 @@ from chakra.converters.kineto.trace import load_kineto
 from chakra.converters.pytorch import driver
 from chakra.converters.pytorch.et import load_et
 from chakra.converters.pytorch.overhead import _Facts, remove_overhead
+from chakra.io import TraceWriter
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "gpu"
 
 
-def _fresh(folder: Path) -> list[tuple[object, list[bytes]]]:
-    """Each rank converted in memory, as `convert pytorch` holds one: (trace, serialized nodes)."""
+def _fresh(folder: Path, tmp: Path) -> list[tuple[object, list[bytes]]]:
+    """Each rank converted and read back, as `convert pytorch` holds one: (trace, serialized nodes)."""
     ets = sorted(folder.glob("et*.json*"))
     kins = sorted(p for p in folder.glob("kineto*.json*") if "only" not in p.name)
     out = []
     for ri in driver.gather_inputs(ets, kins):
-        sink = driver._InMemory()
         et, kf = load_et(ri.et, ri.et_raw, keep_io=True), load_kineto(ri.kineto, ri.kineto_raw)
-        driver.convert_rank(et, kf, ri.rank, driver.Options(), writer=sink)
-        messages = [m for batch in sink.batches for m in batch]
-        out.append((sink.trace(ri.rank), messages))
+        path = str(tmp / f"rank{ri.rank}.et")
+        with TraceWriter(path) as w:
+            driver.convert_rank(et, kf, ri.rank, driver.Options(), writer=w)
+        out.append(driver._read_back(path, ri.rank))
     return out
 
 
@@ -39,8 +40,8 @@ def _same(a: _Facts, b: _Facts) -> bool:
 
 
 @pytest.mark.parametrize("folder", ["pytorch/mlp", "pytorch/ddp2", "record/mlp-fused"])
-def test_bytes_and_nodes_agree_on_cpu_recordings(samples_dir, folder):
-    for trace, messages in _fresh(samples_dir / folder):
+def test_bytes_and_nodes_agree_on_cpu_recordings(samples_dir, tmp_path, folder):
+    for trace, messages in _fresh(samples_dir / folder, tmp_path):
         from_nodes, from_bytes = _Facts(trace), _Facts(trace, messages)
         assert _same(from_nodes, from_bytes)
         assert any(g for g in from_bytes.gap_of) and True in from_bytes.cpu
@@ -51,15 +52,15 @@ def test_bytes_and_nodes_agree_on_cpu_recordings(samples_dir, folder):
 def test_bytes_and_nodes_agree_on_a_gpu_recording(tmp_path):
     for name in ("et.json.gz", "kineto.json.gz"):
         (tmp_path / name.replace(".json", ".0.json")).write_bytes(gzip.decompress((GPU / "fp32" / name).read_bytes()))
-    (trace, messages), = _fresh(tmp_path)  # fmt: skip
+    (trace, messages), = _fresh(tmp_path, tmp_path)  # fmt: skip
     from_bytes = _Facts(trace, messages)
     assert _same(_Facts(trace), from_bytes)
     assert False in from_bytes.cpu  # kernels and GPU queue nodes: is_cpu_op false
 
 
-def test_after_a_pass_the_nodes_are_read(samples_dir):
+def test_after_a_pass_the_nodes_are_read(samples_dir, tmp_path):
     """Once a pass marked nodes with profiled_dur_us, their bytes no longer settle them."""
-    (trace, _), = _fresh(samples_dir / "pytorch" / "mlp")  # fmt: skip
+    (trace, _), = _fresh(samples_dir / "pytorch" / "mlp", tmp_path)  # fmt: skip
     remove_overhead([trace])
     messages = [n.SerializeToString() for n in trace.nodes]
     from_bytes = _Facts(trace, messages)
