@@ -155,17 +155,22 @@ class PathReplay:
 
     @classmethod
     def build(
-        cls, traces: Sequence[Trace], system: Any = None, step_ids: Optional[dict[int, list[int]]] = None
+        cls,
+        traces: Sequence[Trace],
+        system: Any = None,
+        step_ids: Optional[dict[int, list[int]]] = None,
+        columns: Optional[Sequence[tuple[list[int], list[int]]]] = None,
     ) -> Optional[PathReplay]:
         """The replay of `traces` (ranks by `.rank`, else position), or None where it would not be
         the simulator's (module docstring). `system`: the system config the simulator would use
         (None: the bundled one, which has no roofline). `step_ids`: rank -> its `ProfilerStep#k`
-        ids in step order (`chakra.sim.steps.step_node_ids`), when the caller has them."""
+        ids in step order (`chakra.sim.steps.step_node_ids`), when the caller has them; `columns`:
+        each trace's node ids and types in node order, likewise."""
         if system is not None and getattr(system, "roofline_enabled", False):
             return None
         ranks = []
         for pos, t in enumerate(traces):
-            got = _compile(list(t.nodes))
+            got = _compile(list(t.nodes), *(columns[pos] if columns is not None else (None, None)))
             if got is None:
                 return None
             ranks.append((t.rank if t.rank is not None else pos, got))
@@ -189,11 +194,13 @@ def _marks(trace: Trace) -> list[tuple[int, int]]:
     return [(int(n.name.rsplit("#", 1)[1]), n.id) for n in trace.nodes if STEP_RE.match(n.name)]
 
 
-def _compile(nodes: list[Any]) -> Optional[_Rank]:
-    """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle)."""
+def _compile(nodes: list[Any], ids: Optional[list[int]] = None, kinds: Optional[list[int]] = None) -> Optional[_Rank]:
+    """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle).
+    `ids`, `kinds`: the nodes' ids and types, when the caller has read them already."""
     n = len(nodes)
-    ids = [x.id for x in nodes]
-    types = np.fromiter((x.type for x in nodes), dtype=np.int64, count=n)
+    if ids is None or kinds is None:
+        ids, kinds = [x.id for x in nodes], [x.type for x in nodes]
+    types = np.asarray(kinds, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
     if np.isin(types, _MEMORY).any():
         return None
     id_arr = np.asarray(ids, dtype=np.uint64)

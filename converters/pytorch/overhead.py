@@ -35,6 +35,7 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -121,11 +122,14 @@ class _Facts:
             for i, m in enumerate(messages):
                 if not self._from_bytes(i, m):
                     self._scan(i)
-        self.recorded = [int(d) if d is not None else x.duration_micros for d, x in zip(self.profiled, nodes)]
-        # plain lists: every pass reads them many times, a protobuf field read costs more
-        self.name_list = [x.name for x in nodes]
-        self.ids = [x.id for x in nodes]
-        self.types = [x.type for x in nodes]
+        # plain lists, read in one C-level pass: every pass reads them many times, and a protobuf
+        # field read costs more than a list's
+        if n:
+            ids, names, types, durations = zip(*map(_COLUMNS, nodes))
+        else:
+            ids, names, types, durations = (), (), (), ()
+        self.ids, self.name_list, self.types = list(ids), list(names), list(types)
+        self.recorded = [int(d) if d is not None else x for d, x in zip(self.profiled, durations)]
         self.names = dict(zip(self.ids, self.name_list))
         self._steps: Optional[list[tuple[int, int, int]]] = None
         self._hosts: Optional[_Hosts] = None
@@ -232,6 +236,7 @@ class _Hosts:
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
+_COLUMNS = attrgetter("id", "name", "type", "duration_micros")
 PROFILED_BYTES = PROFILED_ATTR.encode()
 
 
@@ -618,7 +623,8 @@ class _Replayer:
             if self.facts is not None:
                 ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
                 steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
-            self.paths = PathReplay.build(self.traces, step_ids=steps)
+            columns = [(f.ids, f.types) for f in self.facts] if self.facts is not None else None
+            self.paths = PathReplay.build(self.traces, step_ids=steps, columns=columns)
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
