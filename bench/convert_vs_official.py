@@ -20,13 +20,13 @@ install would otherwise compile every module on every run). Rows:
 * official: `chakra_trace_link` (ET + Kineto -> linked ET+), then `chakra_converter PyTorch` on
   its output where it finishes, and `chakra_converter PyTorch` on the ET alone.
 
-Targets (docs/pytorch.md, "Speed"): ours takes at most half the CPU time of the orjson parse of
+Targets (docs/pytorch.md, "Performance"): ours takes at most half the CPU time of the orjson parse of
 the same two files (ratio <= 0.5), and the official pipeline takes at least 20x ours where it
 finishes.
 
 The official tools live in their own virtual environment (never in ours): give its bin folder
 with `--official DIR`, or let the bench look in /tmp/official-venv/bin. Without them those rows
-are skipped and the bench says how to install them (docs/pytorch.md, "Speed").
+are skipped and the bench says how to install them (docs/pytorch.md, "Performance").
 
     .venv/bin/python bench/convert_vs_official.py [--trace DIR] [--official DIR] [--repeat 3] [--json]
 """
@@ -194,7 +194,7 @@ def main() -> int:
     if not have_official:
         print(
             f"\nofficial tools not found in {official}: install them into a venv of their own (docs/pytorch.md, "
-            "'Speed') and pass --official VENV/bin"
+            "'Performance') and pass --official VENV/bin"
         )
     return 0
 
