@@ -223,7 +223,8 @@ class _Facts:
 
 class _Hosts:
     """A trace's host nodes (`_Facts.host_rows`) with their profiled events, whether they hold
-    Python time, and whether their cost is a gap's (`Costs.of`): none of it depends on durations."""
+    Python time, and whether their cost is a gap's (gap, idle and queue nodes; an op's otherwise):
+    none of it depends on durations."""
 
     def __init__(self, facts: _Facts) -> None:
         self.rows = facts.host_rows()
@@ -274,9 +275,6 @@ class Costs:
 
     gap_us: float  # between two operators: the first one's exit, the next one's entry
     op_us: float  # inside an operator's span, before its first child or its end
-
-    def of(self, node: Any) -> float:
-        return self.gap_us if node.name in _HOST_SPECIAL else self.op_us
 
 
 def _events(facts: _Facts, rows: list[int]) -> list[int]:
