@@ -709,8 +709,14 @@ def job_overhead(
     if not options.overhead_replay:
         return
     predicted = overhead.simulated_step_ns(traces)
+    # the profiled replay puts the recorded durations back; a rank held in memory is written
+    # after this, so it gets its converted ones again (a file here was written before)
+    converted = {i: [n.duration_micros for n in traces[i].nodes] for i, p in enumerate(paths) if p in held}
     overhead.restore_profiled(traces)
     profiled = overhead.simulated_step_ns(traces)
+    for i, durations in converted.items():
+        for n, d in zip(traces[i].nodes, durations):
+            n.duration_micros = d
     for r in results:
         r["profiler_overhead"].update(predicted_step_ns=predicted, replay_profiled_ns=profiled)
 

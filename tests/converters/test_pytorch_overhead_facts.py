@@ -66,3 +66,16 @@ def test_after_a_pass_the_nodes_are_read(samples_dir, tmp_path):
     from_bytes = _Facts(trace, messages)
     assert _same(_Facts(trace), from_bytes)
     assert sum(p is not None for p in from_bytes.profiled) > 100
+
+
+@pytest.mark.parametrize("overhead", ["estimate", "remove"])
+def test_the_reports_replays_leave_the_output_alone(samples_dir, tmp_path, overhead):
+    """`overhead_replay` replays the profiled trace for the report; a rank held in memory until it
+    is written must still be written with its converted durations."""
+    d = samples_dir / "pytorch" / "mlp"
+    ets, kins = [d / "et.0.json"], [d / "kineto.0.json"]
+    plain = driver.convert_files(ets, kins, tmp_path / "a", driver.Options(overhead=overhead))
+    replayed = driver.convert_files(ets, kins, tmp_path / "b", driver.Options(overhead=overhead, overhead_replay=True))
+    assert Path(plain[0]["output"]).read_bytes() == Path(replayed[0]["output"]).read_bytes()
+    report = replayed[0]["profiler_overhead"]
+    assert report["replay_profiled_ns"] > report["predicted_step_ns"]
