@@ -32,6 +32,7 @@ Usage (torch is an optional extra: ``pip install torch``)::
     python tools/record_pytorch.py --out /tmp/runs predict           # chakra's predictions
     python tools/record_pytorch.py --out /tmp/zoo zoo --world 4 ddp tp pp   # the trace zoo
     python tools/record_pytorch.py --out /tmp/gpu gpu                   # GPU runs (tools/pytorch_gpu.py)
+    python tools/record_pytorch.py --out bench/out/gpt gpt              # 1-rank GPT CPU trace (~67 + 28 MB)
 
 ``zoo`` records small multi-rank training steps, one per kind of parallelism (DDP with buckets,
 no_sync and unused parameters; FSDP2 ``fully_shard``; tensor, pipeline (1F1B) and expert (MoE
@@ -255,6 +256,57 @@ def run_training(out_root: str, world: int, optim: str, steps: int, trace_steps:
     with open(os.path.join(out_dir, "timing.json"), "w") as fh:
         json.dump(timing, fh, indent=2)
     return timing
+
+
+# ----------------------------------------------------------------------------- GPT (conversion bench)
+
+
+def record_gpt(
+    out_dir: str,
+    *,
+    layers: int = 12,
+    d: int = 64,
+    heads: int = 4,
+    seq: int = 32,
+    batch: int = 2,
+    vocab: int = 512,
+    trace_steps: int = 7,
+    warmup: int = 2,
+    timed: int = 5,
+) -> dict[str, Any]:
+    """One rank of a GPT-like decoder (tools/pytorch_gpu.py's `GPT`: pre-norm blocks, causal
+    attention, GELU MLP) trained on the CPU with AdamW's per-parameter loop, recorded by
+    `chakra.record.Recorder` the documented way (`torch.profiler.profile(activities=[CPU],
+    execution_trace_observer=ExecutionTraceObserver().register_callback(path))`, a profiler
+    warm-up step, then `trace_steps` active ones). The model is narrow so that a step is cheap on
+    a shared machine; what makes the trace big is its operator count: the defaults give an ET of
+    about 67 MB (~9.5 MB per step) and a Kineto trace of about 28 MB, the shape of a real
+    one-rank GPT trace. Writes OUT/et.0.json, kineto.0.json and manifest.json (uncompressed: the
+    conversion bench times the JSON itself)."""
+    import torch.nn.functional as F
+    from pytorch_gpu import GPT, Config
+
+    from chakra.record import Recorder
+
+    torch.set_num_threads(1)
+    torch.manual_seed(1234)
+    c = Config(vocab=vocab, d=d, heads=heads, layers=layers, seq=seq, batch=batch)
+    model = GPT(c)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    g = torch.Generator().manual_seed(100)
+    x = torch.randint(0, vocab, (batch, seq), generator=g)
+    y = torch.randint(0, vocab, (batch, seq), generator=g)
+    extra = {"model": "gpt", "config": c.__dict__, "optimizer": "AdamW(foreach=False)"}
+    rec = Recorder(
+        out_dir, warmup=warmup, timed=timed, traced=trace_steps, device="cpu", gzip_output=False, extra=extra
+    )
+    t0 = time.perf_counter()
+    while rec.running:
+        with rec.step():
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x).view(-1, vocab), y.view(-1)).backward()
+            opt.step()
+    return {"out": out_dir, "files": rec.files, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 # ----------------------------------------------------------------------------- all-reduce benchmark
@@ -678,6 +730,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     z.add_argument("workloads", nargs="*", help="any of tools/pytorch_zoo.py WORKLOADS (default: all that fit --world)")
     z.add_argument("--world", type=int, default=4, help="ranks (gloo processes on this machine)")
     z.add_argument("--profile-memory", action="store_true", help="also record the allocator's [memory] events")
+    gp = sub.add_parser("gpt", help="one rank of a 12-layer GPT-like decoder on the CPU -> OUT/ (conversion bench)")
+    gp.add_argument("--layers", type=int, default=12)
+    gp.add_argument("--trace-steps", type=int, default=7, help="traced steps (~9.5 MB of ET each at the defaults)")
     import pytorch_gpu
 
     g = sub.add_parser("gpu", help="GPU runs: fp32, AMP, fused AdamW, CUDA graphs, compile, DDP -> OUT/<variant>/")
@@ -692,6 +747,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     elif args.cmd == "allreduce":
         res = run_allreduce(args.out, args.world, args.reps)
         print(f"allreduce w{args.world}: {res['fit']}, ring {res['ring']}")
+    elif args.cmd == "gpt":
+        got = record_gpt(args.out, layers=args.layers, trace_steps=args.trace_steps)
+        print(f"gpt: {', '.join(got['files'])} in {got['out']} ({got['seconds']} s)")
     elif args.cmd == "zoo":
         import pytorch_zoo
 

@@ -414,12 +414,25 @@ def _assign_ranks(names: list[str], known: Optional[list[Optional[int]]]) -> lis
     return ranks  # type: ignore[return-value]
 
 
-def _convert_one(ri: RankInput, out_path: str, options: Options, job: Optional[GlooJob] = None) -> dict[str, Any]:
+#: `Options.overhead` modes that run the profiler-cost pass on a timed (Kineto) rank.
+_OVERHEAD_MODES = ("remove", "estimate", "keep")
+
+
+def _convert_one(
+    ri: RankInput,
+    out_path: str,
+    options: Options,
+    job: Optional[GlooJob] = None,
+    held: Optional[dict[str, tuple[Trace, Any]]] = None,
+) -> dict[str, Any]:
     """Worker: convert one rank and write it to `out_path` (atomic). Returns the summary or an error.
 
     With `job` (several ranks), the summary also holds `gloo_survey` (the rank's gloo threads, see
     `GlooJob`) and, for a rank deferred until the job-wide placement is known, `deferred` (nothing
-    written)."""
+    written). With `held` (one rank, converted in this process), a timed rank is not written: its
+    Trace stays in memory for the profiler-cost passes, `held[out_path] = (trace, node facts)`,
+    and the caller writes it once they are done (rather than writing, reading back and rewriting
+    it for each pass)."""
     try:
         gc_was = gc.isenabled()
         gc.disable()  # see convert_rank
@@ -437,6 +450,7 @@ def _convert_one(ri: RankInput, out_path: str, options: Options, job: Optional[G
                 ri.et_raw = None
                 kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
+            hold = held is not None and kf is not None and options.overhead in _OVERHEAD_MODES
             w = TraceWriter(out_path)
             try:
                 _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
@@ -447,19 +461,52 @@ def _convert_one(ri: RankInput, out_path: str, options: Options, job: Optional[G
                 w.abort()
             else:
                 w.close()
+            if hold:
+                # read back once (the file streamed out, so the converter's objects and the whole
+                # output were never in memory together); both passes then work on this Trace
+                del et, kf
+                trace, messages = _read_back(out_path, ri.rank)
         finally:
             if gc_was:
                 gc.enable()
         if job is not None and ri.rank in job.surveys:
             stats["gloo_survey"] = job.surveys[ri.rank].as_tuple()
-        if options.overhead in ("remove", "estimate", "keep") and stats.get("durations") == "from Kineto":
-            stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
+        if options.overhead in _OVERHEAD_MODES and stats.get("durations") == "from Kineto":
+            if hold:
+                from chakra.converters.pytorch.overhead import node_facts
+
+                facts = node_facts([trace], [messages])
+                del messages
+                stats["profiler_overhead"] = _overhead_of(trace, options, facts)
+                held[out_path] = (trace, facts)  # type: ignore[index]
+            else:
+                stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
         stats["output"] = out_path
         return stats
     except ChakraError as exc:
         return {"error": str(exc)}
     except OSError as exc:  # output folder not writable, disk full, ...
         return {"error": str(write_error(out_path, exc))}
+
+
+def _read_back(path: str, rank: int) -> tuple[Trace, list[bytes]]:
+    """A rank file just written: its Trace, and its nodes' serialized messages (each with its
+    length prefix) for `overhead.node_facts`. One upb call per batch (chakra.io.NodeBatch)."""
+    from chakra.io import NodeBatch, iter_payload_batches
+
+    messages: list[bytes] = []
+    nodes: list[Any] = []
+    metadata = None
+    for _, _, framed in iter_payload_batches(path):
+        if metadata is None:
+            first = framed[0]
+            k = next(i for i, b in enumerate(first) if b < 0x80) + 1  # past the length prefix
+            metadata = pb.GlobalMetadata.FromString(first[k:])
+            framed = framed[1:]
+        if framed:
+            nodes.extend(NodeBatch.FromString(b"\x0a" + b"\x0a".join(framed)).nodes)
+            messages.extend(framed)
+    return Trace(metadata=metadata if metadata is not None else pb.GlobalMetadata(), nodes=nodes, rank=rank), messages
 
 
 def convert_rank_files(
@@ -518,8 +565,9 @@ def convert_files(
         remove_stale_temps(final)
     results: list[dict[str, Any]]
     try:
+        held: dict[str, tuple[Trace, Any]] = {}
         if len(inputs) == 1:
-            results = [_convert_one(inputs[0], tmp_paths[0], options)]
+            results = [_convert_one(inputs[0], tmp_paths[0], options, held=held)]
         else:
             for ri in inputs:  # memory-mapped inputs cannot be pickled to the workers
                 ri.et_raw = _plain_bytes(ri.et_raw)
@@ -548,7 +596,9 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        job_overhead(tmp_paths, results, [*et_paths, *kineto_paths], options)
+        job_overhead(tmp_paths, results, [*et_paths, *kineto_paths], options, held)
+        for tmp, (trace, _) in held.items():
+            _rewrite(tmp, trace)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -587,20 +637,35 @@ def _rank_overhead(path: str, rank: int, options: Options) -> dict[str, Any]:
     """One rank's profiler cost, estimated from its own trace (or kept, `--profiled`): a pass with
     no simulation, the same in a batch worker as here. A measured step time is fitted afterwards
     over the whole job (`job_overhead`)."""
-    from chakra.converters.pytorch import overhead
     from chakra.io import read_trace
 
     trace = read_trace(path, rank=rank)
-    rep = overhead.keep_recorded([trace]) if options.overhead == "keep" else overhead.remove_overhead([trace])
+    rep = _overhead_of(trace, options)
     _rewrite(path, trace)
-    return rep.as_dict()
+    return rep
 
 
-def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Path], options: Options) -> None:
+def _overhead_of(trace: Trace, options: Options, facts: Any = None) -> dict[str, Any]:
+    """`_rank_overhead` on a Trace in memory (`facts`: its `overhead.node_facts`, kept current)."""
+    from chakra.converters.pytorch import overhead
+
+    if options.overhead == "keep":
+        return overhead.keep_recorded([trace]).as_dict()
+    return overhead.remove_overhead([trace], facts=facts).as_dict()
+
+
+def job_overhead(
+    paths: Sequence[str],
+    results: list[dict],
+    inputs: Sequence[Path],
+    options: Options,
+    held: Optional[dict[str, tuple[Trace, Any]]] = None,
+) -> None:
     """The whole job's part, once every rank is written to `paths` (the plain path's temporary
     files, the batch path's outputs): fit the profiler's cost to a measured step time
     (`--step-time`, else a manifest beside the inputs), which simulates every rank together; or,
-    when asked (`overhead_replay`), replay the profiled and the converted job for the report."""
+    when asked (`overhead_replay`), replay the profiled and the converted job for the report.
+    `held`: ranks still in memory (`_convert_one`), changed in place and left for the caller to write."""
     if options.overhead not in ("remove", "estimate", "keep") or any(
         r.get("durations") != "from Kineto" for r in results
     ):
@@ -618,29 +683,41 @@ def job_overhead(paths: Sequence[str], results: list[dict], inputs: Sequence[Pat
     several = len(paths) > 1 and options.overhead != "keep"
     if measured is None and not options.overhead_replay and not several:
         return
-    traces = [read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
+    held = held or {}
+    traces = [held[p][0] if p in held else read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
+    facts = [held[p][1][0] for p in paths] if held and all(p in held for p in paths) else None
+
+    def rewrite() -> None:
+        for p, t in zip(paths, traces):
+            if p not in held:
+                _rewrite(p, t)
+
     if measured is not None and options.overhead != "keep":
         rep = overhead.remove_overhead(
-            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions
+            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions, facts=facts
         )
-        for p, t in zip(paths, traces):
-            _rewrite(p, t)
+        rewrite()
         for r in results:
             r["profiler_overhead"] = rep.as_dict()
         return
     # A job's collectives wait for their peers: those waits follow the other ranks' (converted)
     # host time, so they are rebuilt over the whole job (overhead.CollectiveWaits).
     if several and overhead.rebuild_waits(traces):
-        for p, t in zip(paths, traces):
-            _rewrite(p, t)
+        rewrite()
         for r in results:
             r["profiler_overhead"]["notes"] = [*r["profiler_overhead"].get("notes", []),
                 "collectives' waits for their peers rebuilt from the converted schedule"]  # fmt: skip
     if not options.overhead_replay:
         return
     predicted = overhead.simulated_step_ns(traces)
+    # the profiled replay puts the recorded durations back; a rank held in memory is written
+    # after this, so it gets its converted ones again (a file here was written before)
+    converted = {i: [n.duration_micros for n in traces[i].nodes] for i, p in enumerate(paths) if p in held}
     overhead.restore_profiled(traces)
     profiled = overhead.simulated_step_ns(traces)
+    for i, durations in converted.items():
+        for n, d in zip(traces[i].nodes, durations):
+            n.duration_micros = d
     for r in results:
         r["profiler_overhead"].update(predicted_step_ns=predicted, replay_profiled_ns=profiled)
 

@@ -96,6 +96,9 @@ _EXTRA_STRINGS = (("kernel_backend", _attr("kernel_backend", "string_val")),
 _INCLUSIVE_DUR = _attr("inclusive_dur", "int64_val")
 _PROCESS_GROUPS = _attr("process_groups", "string_val")
 _TYPE = {int(t): NODE_TYPE + varint(int(t)) for t in NodeType}
+#: What the overhead pass reads back from the serialized nodes (overhead._Facts): the is_cpu_op
+#: entries as written, and a gap_of entry's bytes up to its value (name + int64_val tag).
+CPU_TRUE_ENTRY, CPU_FALSE_ENTRY, GAP_OF_PREFIX = _CPU_TRUE, _CPU_FALSE, _GAP_OF.prefix
 # Plain ints: hashing an IntEnum member runs Python code (Enum.__hash__), too slow per node.
 _COMP = int(NodeType.COMP_NODE)
 _META = int(NodeType.METADATA_NODE)

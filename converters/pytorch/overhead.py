@@ -35,12 +35,16 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
+
+from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
 from chakra.schema import NodeType
-from chakra.schema.attrs import get_attr, set_attr
-from chakra.sim.steps import OVERHEAD_ATTR, overhead_record, recorded_steps_ns, step_time
+from chakra.schema.attrs import attr_value, get_attr, set_attr
+from chakra.sim.steps import OVERHEAD_ATTR, STEP_RE, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
 
 #: When the trace has too few back-to-back operators to read the gap cost from: µs.
@@ -60,6 +64,7 @@ PROFILED_ATTR = "profiled_dur_us"
 META_ATTR = OVERHEAD_ATTR
 
 _COMP = int(NodeType.COMP_NODE)
+_INT64_MAX = (1 << 63) - 1
 _COLL = int(NodeType.COMM_COLL_NODE)
 #: Relaxation rounds of the cross-rank waits (CollectiveWaits.settle); each is one replay.
 WAIT_ROUNDS = 8
@@ -98,6 +103,153 @@ class OverheadReport:
         return d
 
 
+class _Facts:
+    """What the helpers below read of every node of one trace, in one pass over its attributes
+    (asking each node for one attribute at a time walked its attribute list again and again):
+    per node in trace order, the `is_cpu_op` value (None when absent), `gap_of` (0 when absent),
+    the recorded duration (`_recorded`) and whether it is already kept in `profiled_dur_us`."""
+
+    def __init__(self, trace: Trace, messages: Optional[Sequence[bytes]] = None) -> None:
+        """`messages`: the nodes serialized, as the converter wrote them: the attributes it writes
+        in its own way are read from the bytes (C-level searches), the rest from the nodes."""
+        nodes = trace.nodes
+        n = len(nodes)
+        self.nodes = nodes
+        self.cpu: list[Any] = [None] * n
+        self.gap_of: list[Any] = [0] * n
+        self.profiled: list[Any] = [None] * n
+        if messages is None or len(messages) != n:
+            for i in range(n):
+                self._scan(i)
+        else:
+            for i, m in enumerate(messages):
+                if not self._from_bytes(i, m):
+                    self._scan(i)
+        # plain lists, read in one C-level pass: every pass reads them many times, and a protobuf
+        # field read costs more than a list's
+        if n:
+            ids, names, types, durations = zip(*map(_COLUMNS, nodes))
+        else:
+            ids, names, types, durations = (), (), (), ()
+        self.ids, self.name_list, self.types = list(ids), list(names), list(types)
+        self.recorded = [int(d) if d is not None else x for d, x in zip(self.profiled, durations)]
+        self.names = dict(zip(self.ids, self.name_list))
+        self._steps: Optional[list[tuple[int, int, int]]] = None
+        self._hosts: Optional[_Hosts] = None
+        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
+        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def _scan(self, i: int) -> None:
+        """Node i's attributes, read from the node (the first of a name counts, as get_attr)."""
+        wanted = _SCANNED
+        seen = 0
+        for a in self.nodes[i].attr:
+            name = a.name
+            if name in wanted:
+                bit = wanted[name]
+                if seen & bit:
+                    continue
+                seen |= bit
+                value = attr_value(a)
+                if bit == 1:
+                    self.cpu[i] = value
+                elif bit == 2:
+                    self.gap_of[i] = 0 if value is None else value
+                else:
+                    self.profiled[i] = value
+
+    def _from_bytes(self, i: int, m: bytes) -> bool:
+        """Node i's attributes from its serialized bytes where they settle them: no profiled_dur_us,
+        at most one is_cpu_op and one gap_of, each in the converter's arm (chakra.converters.pytorch
+        .emit); False otherwise (then `_scan`). The entries cannot hide in a string: a bool entry's
+        bytes are not UTF-8, and a gap_of entry must be framed as one."""
+        if PROFILED_BYTES in m:
+            return False
+        c = m.count(b"is_cpu_op")
+        if c:
+            if c > 1:
+                return False
+            if CPU_TRUE_ENTRY in m:
+                self.cpu[i] = True
+            elif CPU_FALSE_ENTRY in m:
+                self.cpu[i] = False
+            else:
+                return False
+        c = m.count(b"gap_of")
+        if c:
+            j = m.find(GAP_OF_PREFIX)
+            if c > 1 or j < 2:
+                return False
+            size = m[j - 1]
+            if m[j - 2] != 0x52 or not len(GAP_OF_PREFIX) < size < 128 or j + size > len(m):
+                return False
+            value, shift = 0, 0
+            for byte in m[j + len(GAP_OF_PREFIX) : j + size]:
+                value |= (byte & 0x7F) << shift
+                shift += 7
+            self.gap_of[i] = value - (1 << 64) if value >= 1 << 63 else value
+        return True
+
+    def host_rows(self) -> list[int]:
+        """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
+        cpu = self.cpu
+        names = self.name_list
+        return [i for i, t in enumerate(self.types) if t == _COMP and not (cpu[i] is False and names[i] != "queue")]
+
+    def steps(self) -> list[tuple[int, int, int]]:
+        """(k, id, position) of the `ProfilerStep#k` nodes, in step order (as `step_node_ids`)."""
+        if self._steps is None:
+            match, ids = STEP_RE.match, self.ids
+            marks = [(int(n.rsplit("#", 1)[1]), ids[i], i) for i, n in enumerate(self.name_list) if match(n)]
+            self._steps = sorted(marks, key=lambda m: (m[0], m[1]))
+        return self._steps
+
+    def recorded_steps_ns(self) -> list[float]:
+        """`chakra.sim.steps.recorded_steps_ns` of the trace, from the step marks found once."""
+        by_id = {node_id: i for _, node_id, i in self._steps_in_file_order()}
+        out = []
+        for _, node_id, _ in self.steps():
+            dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
+            if dur:
+                out.append(float(dur) * 1000.0)
+        return out
+
+    def _steps_in_file_order(self) -> list[tuple[int, int, int]]:
+        return sorted(self.steps(), key=lambda m: m[2])
+
+    def host(self) -> _Hosts:
+        """The host nodes and what does not change between passes over them (kept: `_Hosts`)."""
+        if self._hosts is None:
+            self._hosts = _Hosts(self)
+        return self._hosts
+
+
+class _Hosts:
+    """A trace's host nodes (`_Facts.host_rows`) with their profiled events, whether they hold
+    Python time, and whether their cost is a gap's (gap, idle and queue nodes; an op's otherwise):
+    none of it depends on durations."""
+
+    def __init__(self, facts: _Facts) -> None:
+        self.rows = facts.host_rows()
+        self.nodes = [facts.nodes[i] for i in self.rows]
+        self.events = _events(facts, self.rows)
+        self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
+        self.python = _python_level(facts, self.rows)
+        names = facts.name_list
+        self.special = np.fromiter((names[i] in _HOST_SPECIAL for i in self.rows), dtype=bool, count=len(self.rows))
+
+
+_SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
+_COLUMNS = attrgetter("id", "name", "type", "duration_micros")
+PROFILED_BYTES = PROFILED_ATTR.encode()
+
+
+def node_facts(traces: Sequence[Trace], messages: Optional[Sequence[Sequence[bytes]]] = None) -> list[_Facts]:
+    """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`).
+    `messages`: each trace's nodes as the converter serialized them (`_Facts`)."""
+    return [_Facts(t, ms) for t, ms in zip(traces, messages or [None] * len(traces))]
+
+
 def _host_nodes(trace: Trace) -> list[Any]:
     """The nodes whose recorded time holds profiler cost (module docstring), in trace order."""
     out = []
@@ -127,36 +279,35 @@ class Costs:
     gap_us: float  # between two operators: the first one's exit, the next one's entry
     op_us: float  # inside an operator's span, before its first child or its end
 
-    def of(self, node: Any) -> float:
-        return self.gap_us if node.name in _HOST_SPECIAL else self.op_us
 
-
-def _events(trace: Trace, nodes: list[Any]) -> list[int]:
+def _events(facts: _Facts, rows: list[int]) -> list[int]:
     """Profiled events per host node: itself, plus one per device task it launched (each launch
     is a CUDA runtime call that CUPTI records)."""
     launches: dict[int, int] = {}
-    for n in trace.nodes:
-        if n.type == _COMP and get_attr(n, "is_cpu_op", None) is False and n.name != "queue":
-            for d in n.data_deps:
+    cpu = facts.cpu
+    names, nodes = facts.name_list, facts.nodes
+    for i, t in enumerate(facts.types):
+        if t == _COMP and cpu[i] is False and names[i] != "queue":
+            for d in nodes[i].data_deps:
                 launches[d] = launches.get(d, 0) + 1
     # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
     # kernel already waits for the host node that launched it.
-    return [
-        0 if n.name == "queue" and get_attr(n, "is_cpu_op", None) is False else 1 + launches.get(n.id, 0) for n in nodes
-    ]
+    ids = facts.ids
+    return [0 if cpu[i] is False and names[i] == "queue" else 1 + launches.get(ids[i], 0) for i in rows]
 
 
-def _python_level(trace: Trace, nodes: list[Any]) -> list[bool]:
+def _python_level(facts: _Facts, rows: list[int]) -> list[bool]:
     """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
     gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
     `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
-    names = {n.id: n.name for n in trace.nodes}
+    names, name_list = facts.names, facts.name_list
     out = []
-    for n in nodes:
-        if n.name == "idle":
+    for i in rows:
+        name = name_list[i]
+        if name == "idle":
             out.append(True)
-        elif n.name == "gap":
-            owner = names.get(get_attr(n, "gap_of", 0), "")
+        elif name == "gap":
+            owner = names.get(facts.gap_of[i], "")
             out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
         else:
             out.append(False)
@@ -177,22 +328,24 @@ def _middle_mean(values: list[int]) -> float:
     return sum(mid) / len(mid)
 
 
-def estimate_costs(traces: Sequence[Trace]) -> Costs:
+def estimate_costs(traces: Sequence[Trace], facts: Optional[Sequence[_Facts]] = None) -> Costs:
     """Median gap between two children of a C++ (`aten::`) operator (nothing but the profiler
     runs there) and median recorded time of the trivial leaf operators (`TRIVIAL_OPS`)."""
     gaps: list[int] = []
     leaves: list[int] = []
-    for t in traces:
-        names = {n.id: n.name for n in t.nodes}
-        parents = {get_attr(n, "gap_of", 0) for n in t.nodes if n.name == "gap"}
-        for n in t.nodes:
-            if n.type != _COMP:
+    for f in facts if facts is not None else [_Facts(t) for t in traces]:
+        names, name_list, ids, types = f.names, f.name_list, f.ids, f.types
+        rec = f.recorded
+        gap_of = f.gap_of
+        parents = {gap_of[i] for i, name in enumerate(name_list) if name == "gap"}
+        for i, name in enumerate(name_list):
+            if types[i] != _COMP:
                 continue
-            if n.name == "gap":
-                if names.get(get_attr(n, "gap_of", 0), "").startswith("aten::"):
-                    gaps.append(_recorded(n))
-            elif n.name in TRIVIAL_OPS and n.id not in parents:
-                leaves.append(_recorded(n))
+            if name == "gap":
+                if names.get(gap_of[i], "").startswith("aten::"):
+                    gaps.append(rec[i])
+            elif name in TRIVIAL_OPS and ids[i] not in parents:
+                leaves.append(rec[i])
     gap = _middle_mean(gaps) if len(gaps) >= 10 else DEFAULT_GAP_US
     op = _middle_mean(leaves) if len(leaves) >= 10 else gap
     return Costs(float(gap), float(op))
@@ -253,17 +406,25 @@ def shared_device_busy(traces: Sequence[Trace], nodes: list[list[Any]]) -> dict[
 class _Plan:
     """The host nodes of every rank with their recorded durations and profiler costs."""
 
-    def __init__(self, traces: Sequence[Trace], costs: Costs) -> None:
+    def __init__(self, traces: Sequence[Trace], costs: Costs, facts: Optional[Sequence[_Facts]] = None) -> None:
         self.traces = traces
-        self.nodes = [_host_nodes(t) for t in traces]
-        self.recorded = [[_recorded(n) for n in ns] for ns in self.nodes]
-        self.events = [_events(t, ns) for t, ns in zip(traces, self.nodes)]
+        facts = facts if facts is not None else [_Facts(t) for t in traces]
+        hosts = [f.host() for f in facts]
+        self.facts = facts
+        self.rows = [h.rows for h in hosts]
+        self.nodes = [h.nodes for h in hosts]
+        self.recorded = [[f.recorded[i] for i in h.rows] for f, h in zip(facts, hosts)]
+        # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
+        self.kept = [[f.profiled[i] is not None for i in h.rows] for f, h in zip(facts, hosts)]
+        self.events = [h.events for h in hosts]
+        # CAP_COSTS x the node's cost x its events, as floats (the same products as node by node)
         self.cap = [
-            [CAP_COSTS * costs.of(n) * max(e, 1) for n, e in zip(ns, ev)] for ns, ev in zip(self.nodes, self.events)
+            (np.where(h.special, CAP_COSTS * costs.gap_us, CAP_COSTS * costs.op_us) * h.events_at_least_1).tolist()
+            for h in hosts
         ]
         # Python time (a gap of a Python-level region, idle time on the main thread) is real work
         # the profiler does not slow down: such a node loses only the callbacks around it.
-        self.python = [_python_level(t, ns) for t, ns in zip(traces, self.nodes)]
+        self.python = [h.python for h in hosts]
         self.python_cost = PYTHON_GAPS * costs.gap_us
         # GPU queue nodes on a device time-shared with another rank (shared_device_busy): the part
         # of each wait during which the device ran nobody's kernel keeps `idle_share` of itself
@@ -272,8 +433,15 @@ class _Plan:
         # share of the host work left after the profiler's costs that the untraced run kept
         # (1: all of it; below 1 only when a step time cannot be reached otherwise: remove_overhead)
         self.work = 1.0
+        self.unwritten: list[Any] = [None] * len(traces)
+        # the same per-node inputs as arrays, for the vectorised part of `apply`
+        self._arrays = [
+            (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
+             np.asarray(py, dtype=bool))
+            for rec, ev, cap, py in zip(self.recorded, self.events, self.cap, self.python)
+        ]  # fmt: skip
 
-    def apply(self, base_us: Optional[float]) -> int:
+    def apply(self, base_us: Optional[float], write: bool = True) -> int:
         """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
         node its recorded time less the callbacks (None: every node as recorded); returns the µs
         removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
@@ -283,30 +451,62 @@ class _Plan:
                 for n, d in zip(nodes, rec):
                     n.duration_micros = d
             return 0
-        py_cost, work = self.python_cost, self.work
-        for r, (nodes, rec, cap, events, python) in enumerate(
-            zip(self.nodes, self.recorded, self.cap, self.events, self.python)
-        ):
+        py_cost = self.python_cost
+        for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
+            if self.peer_busy:
+                exacts: Any = self._exact_each(r, base_us, py_cost)
+            else:
+                # the same float operations as `_exact_each`, on whole arrays
+                d, e, c, py = self._arrays[r]
+                exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
+                if self.work != 1.0:
+                    exacts *= self.work
+                exacts = exacts.tolist()
             carry = 0.0
-            for n, d, c, e, py in zip(nodes, rec, cap, events, python):
-                exact = max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)
-                if work != 1.0:
-                    exact *= work
-                busy = self.peer_busy.get((r, n.id)) if self.peer_busy and n.name == "queue" else None
-                if busy is not None and exact > busy:
-                    exact = busy + self.idle_share * (exact - busy)
+            new_all = []
+            for exact in exacts:
                 exact += carry
-                new = int(round(exact))
+                new = round(exact)
                 carry = exact - new
-                n.duration_micros = new
-                removed += d - new
+                new_all.append(new)
+            if write:
+                for n, new in zip(nodes, new_all):
+                    n.duration_micros = new
+            else:
+                self.unwritten[r] = new_all
+            removed += sum(rec) - sum(new_all)
         return removed
 
+    def overrides(self) -> dict[int, tuple[Any, Any]]:
+        """rank -> (host node positions, their durations) of the last `apply(..., write=False)`."""
+        out = {}
+        for pos, (t, rows, new) in enumerate(zip(self.traces, self.rows, self.unwritten)):
+            out[t.rank if t.rank is not None else pos] = (rows, new)
+        return out
+
+    def _exact_each(self, r: int, base_us: float, py_cost: float) -> list[float]:
+        """Rank r's unrounded durations, node by node (ranks time-sharing a device)."""
+        out = []
+        for n, d, c, e, py in zip(self.nodes[r], self.recorded[r], self.cap[r], self.events[r], self.python[r]):
+            exact = max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)
+            if self.work != 1.0:
+                exact *= self.work
+            busy = self.peer_busy.get((r, n.id)) if n.name == "queue" else None
+            if busy is not None and exact > busy:
+                exact = busy + self.idle_share * (exact - busy)
+            out.append(exact)
+        return out
+
     def mark(self) -> None:
-        for nodes, rec in zip(self.nodes, self.recorded):
-            for n, d in zip(nodes, rec):
-                if n.duration_micros != d and get_attr(n, PROFILED_ATTR, None) is None:
-                    set_attr(n, PROFILED_ATTR, int(d))
+        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know)."""
+        for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
+            for n, d, k, i in zip(nodes, rec, kept, rows):
+                if not k and n.duration_micros != d:
+                    if d <= _INT64_MAX:  # set_attr's arm for it, without looking for one first
+                        n.attr.add(name=PROFILED_ATTR, int64_val=d)
+                    else:
+                        set_attr(n, PROFILED_ATTR, int(d))
+                    f.profiled[i] = int(d)
 
 
 class CollectiveWaits:
@@ -327,8 +527,9 @@ class CollectiveWaits:
     collectives in one order; chakra.sim.rendezvous), with the same type and size; a group whose
     members do not line up is left as recorded."""
 
-    def __init__(self, traces: Sequence[Trace]) -> None:
+    def __init__(self, traces: Sequence[Trace], replay: Optional[Callable[[], tuple[Any, float]]] = None) -> None:
         self.traces = traces
+        self.replay = replay or _Replayer(traces)
         by_key: dict[tuple[str, int], list[tuple[int, Any]]] = {}
         for pos, t in enumerate(traces):
             count: dict[str, int] = {}
@@ -363,7 +564,7 @@ class CollectiveWaits:
             for _, n in members:
                 n.duration_micros = 0
         for _ in range(WAIT_ROUNDS):
-            res, step = _replay(self.traces)
+            res, step = self.replay()
             last = (res, step)
             changed = 0
             for transfer, members in self.groups:
@@ -377,7 +578,7 @@ class CollectiveWaits:
                     n.duration_micros = d
             if changed <= 1:
                 return last
-        return _replay(self.traces)  # not settled within WAIT_ROUNDS: the step of the last spans
+        return self.replay()  # not settled within WAIT_ROUNDS: the step of the last spans
 
     def _rank(self, pos: int) -> int:
         r = self.traces[pos].rank
@@ -394,6 +595,44 @@ def _replay(traces: Sequence[Trace]) -> tuple[Any, float]:
 
     res = simulate(list(traces), options=SimOptions(comm_mode="replay", record_nodes=True))
     return res, step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+
+
+class _Replayer:
+    """The replays of one set of traces whose host durations change between them (the fit):
+    `chakra.sim.pathreplay` reads the traces once and answers each replay to the ns of the
+    simulator; where it does not apply (memory nodes, ...) each replay is a simulation."""
+
+    def __init__(self, traces: Sequence[Trace], facts: Optional[Sequence[_Facts]] = None) -> None:
+        self.traces = traces
+        self.facts = facts
+        self.paths: Any = None
+        self.tried = False
+
+    def fast(self) -> bool:
+        """Whether the path replay answers (built on first use)."""
+        self._build()
+        return self.paths is not None
+
+    def __call__(self, overrides: Optional[dict[int, tuple[Any, Any]]] = None) -> tuple[Any, float]:
+        """(result with `ranks` and `node_times`, step ns) of the traces as they are now, or with
+        `overrides` (rank -> node positions, durations; the path replay only) in place of theirs."""
+        self._build()
+        if self.paths is None:
+            return _replay(self.traces)
+        res = self.paths.run(overrides)
+        return res, self.paths.step(res).step_ns
+
+    def _build(self) -> None:
+        if not self.tried:
+            from chakra.sim.pathreplay import PathReplay
+
+            self.tried = True
+            steps = None
+            if self.facts is not None:
+                ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
+                steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
+            columns = [(f.ids, f.types) for f in self.facts] if self.facts is not None else None
+            self.paths = PathReplay.build(self.traces, step_ids=steps, columns=columns)
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
@@ -422,8 +661,12 @@ def remove_overhead(
     progress: Optional[Callable[[str], None]] = None,
     replay: bool = False,
     notes: Sequence[str] = (),
+    facts: Optional[Sequence[_Facts]] = None,
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
+
+    `facts`: `node_facts(traces)` from an earlier pass over the same nodes (kept current by it),
+    instead of reading every node's attributes again.
 
     With `measured_step_ns` the untraced time per host node is fitted (bisection: the replayed
     step grows with it) until the replayed step is within 0.3% of it; a step time that the
@@ -432,31 +675,50 @@ def remove_overhead(
     also gives the profiled and the predicted step). `notes` go first into the report's notes.
     """
     say = progress or (lambda _m: None)
-    costs = costs or estimate_costs(traces)
-    plan = _Plan(traces, costs)
-    waits = CollectiveWaits(traces) if len(traces) > 1 else None
+    facts = facts if facts is not None else node_facts(traces)
+    if costs is None:
+        # read from recorded durations, names and types, which no pass changes: once per facts
+        cached = facts[0].costs if facts else None
+        if cached is not None and len(cached[0]) == len(facts) and all(a is b for a, b in zip(cached[0], facts)):
+            costs = cached[1]
+        else:
+            costs = estimate_costs(traces, facts)
+            if facts:
+                facts[0].costs = (tuple(facts), costs)
+    plan = _Plan(traces, costs, facts)
+    replayer = _Replayer(traces, facts)
+    waits = CollectiveWaits(traces, replayer) if len(traces) > 1 else None
 
     def replay_step() -> float:
         # with several ranks the collectives' waits follow the converted schedule (CollectiveWaits)
-        return (waits.settle() if waits else _replay(traces))[1]
+        return (waits.settle() if waits else replayer())[1]
+
+    def trial(base: float) -> float:
+        """The replayed step with every host node at `base_us` (plan.apply, then a replay). Where
+        the path replay answers and no waits are rebuilt, the durations go to it as arrays and
+        the nodes are left as they were (only the last apply, below, writes them)."""
+        if waits is None and replayer.fast():
+            plan.apply(base, write=False)
+            return replayer(plan.overrides())[1]
+        plan.apply(base)
+        return replay_step()
 
     default_base = BASE_PER_GAP * costs.gap_us
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
     rep.notes.extend(notes)  # the caller's: what the measured step's source says against itself
-    profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
+    profiled = facts[0].recorded_steps_ns() if facts else []
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))
     if measured_step_ns is not None or replay:
         plan.apply(None)  # every node as recorded
         if waits:
             waits.restore()
-        rep.replay_profiled_ns = _replay(traces)[1]
+        rep.replay_profiled_ns = replayer()[1]
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
         lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
-        plan.apply(default_base)
-        at_default = replay_step()
+        at_default = trial(default_base)
         fitted_idle = False
         if plan.peer_busy and at_default > (1 + AGREE) * target:
             # Ranks time-share one device: how much of the device's idle waits survive without the
@@ -478,8 +740,7 @@ def remove_overhead(
                     f"the ranks time-share one device: {100 * plan.idle_share:.0f}% of its idle waits kept "
                     "(fitted; the host time is the estimate)"
                 )
-        plan.apply(lo)
-        floor = replay_step()
+        floor = trial(lo)
         if fitted_idle:
             pass
         elif abs(at_default - target) <= AGREE * target:
@@ -505,8 +766,7 @@ def remove_overhead(
                 max(plan.python_cost, max((d for r in plan.recorded for d in r), default=1)),
             )
             plan.python_cost = hi_py
-            plan.apply(0.0)
-            lowest = replay_step()
+            lowest = trial(0.0)
             if lowest > target:
                 # Even with every per-call cost and every Python gap gone, the recorded work is
                 # longer than the measured step: the host itself ran slower while traced (on a
@@ -516,9 +776,8 @@ def remove_overhead(
                 # the profiler's costs (Python gaps at their estimate).
                 plan.python_cost = PYTHON_GAPS * costs.gap_us
                 plan.work = 0.0
-                plan.apply(0.0)
-                if replay_step() > target:
-                    plan.work = 1.0
+                if trial(0.0) > target:
+                    plan.work, plan.python_cost = 1.0, hi_py
                     rep.notes.append(
                         f"with no host time left the replay takes {lowest / 1e6:.3f} ms, more than the measured "
                         f"{target / 1e6:.3f} ms (device time or communication sets the step)"
@@ -527,8 +786,7 @@ def remove_overhead(
                     lo_w, hi_w = 0.0, 1.0
                     for _ in range(40):
                         plan.work = mid = (lo_w + hi_w) / 2
-                        plan.apply(0.0)
-                        got = replay_step()
+                        got = trial(0.0)
                         if abs(got - target) <= 0.003 * target:
                             break
                         lo_w, hi_w = (lo_w, mid) if got > target else (mid, hi_w)
@@ -541,8 +799,7 @@ def remove_overhead(
             else:
                 for _ in range(40):
                     plan.python_cost = mid = (lo_py + hi_py) / 2
-                    plan.apply(0.0)
-                    got = replay_step()
+                    got = trial(0.0)
                     if abs(got - target) <= 0.003 * target:
                         break
                     lo_py, hi_py = (mid, hi_py) if got > target else (lo_py, mid)
@@ -554,8 +811,7 @@ def remove_overhead(
         else:
             for i in range(40):
                 mid = (lo + hi) / 2
-                plan.apply(mid)
-                got = replay_step()
+                got = trial(mid)
                 say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
                 if abs(got - target) <= 0.003 * target:
                     lo = hi = mid
@@ -627,6 +883,7 @@ __all__ = [
     "OverheadReport",
     "estimate_costs",
     "keep_recorded",
+    "node_facts",
     "overhead_of",
     "rebuild_waits",
     "remove_overhead",
