@@ -403,6 +403,25 @@ def shared_device_busy(traces: Sequence[Trace], nodes: list[list[Any]]) -> dict[
     return out
 
 
+def _bisect(
+    lo: float, hi: float, target: float, step_at: Callable[[float], float], *, rising: bool, rounds: int = 40
+) -> float:
+    """Bisect [lo, hi] for the value at which `step_at` (a replayed step, rising with the value
+    when `rising`, else falling) comes within 0.3% of `target`; `step_at` has set up the last
+    value tried, which is returned."""
+    mid = lo
+    for _ in range(rounds):
+        mid = (lo + hi) / 2
+        got = step_at(mid)
+        if abs(got - target) <= 0.003 * target:
+            break
+        if (got > target) == rising:
+            hi = mid
+        else:
+            lo = mid
+    return mid
+
+
 class _Plan:
     """The host nodes of every rank with their recorded durations and profiler costs."""
 
@@ -434,12 +453,20 @@ class _Plan:
         # (1: all of it; below 1 only when a step time cannot be reached otherwise: remove_overhead)
         self.work = 1.0
         self.unwritten: list[Any] = [None] * len(traces)
-        # the same per-node inputs as arrays, for the vectorised part of `apply`
+        # the same per-node inputs as arrays, for `apply`; a queue node's peer-busy time (NaN: none)
         self._arrays = [
             (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
              np.asarray(py, dtype=bool))
             for rec, ev, cap, py in zip(self.recorded, self.events, self.cap, self.python)
         ]  # fmt: skip
+        self._busy = (
+            [
+                np.array([self.peer_busy.get((r, n.id), np.nan) if n.name == "queue" else np.nan for n in nodes])
+                for r, nodes in enumerate(self.nodes)
+            ]
+            if self.peer_busy
+            else None
+        )
 
     def apply(self, base_us: Optional[float], write: bool = True) -> int:
         """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
@@ -453,18 +480,17 @@ class _Plan:
             return 0
         py_cost = self.python_cost
         for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
-            if self.peer_busy:
-                exacts: Any = self._exact_each(r, base_us, py_cost)
-            else:
-                # the same float operations as `_exact_each`, on whole arrays
-                d, e, c, py = self._arrays[r]
-                exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
-                if self.work != 1.0:
-                    exacts *= self.work
-                exacts = exacts.tolist()
+            d, e, c, py = self._arrays[r]
+            exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
+            if self.work != 1.0:
+                exacts *= self.work
+            if self._busy is not None:
+                # a wait longer than the peer's kernels in it keeps `idle_share` of the rest
+                busy = self._busy[r]
+                exacts = np.where(exacts > busy, busy + self.idle_share * (exacts - busy), exacts)
             carry = 0.0
             new_all = []
-            for exact in exacts:
+            for exact in exacts.tolist():
                 exact += carry
                 new = round(exact)
                 carry = exact - new
@@ -482,19 +508,6 @@ class _Plan:
         out = {}
         for pos, (t, rows, new) in enumerate(zip(self.traces, self.rows, self.unwritten)):
             out[t.rank if t.rank is not None else pos] = (rows, new)
-        return out
-
-    def _exact_each(self, r: int, base_us: float, py_cost: float) -> list[float]:
-        """Rank r's unrounded durations, node by node (ranks time-sharing a device)."""
-        out = []
-        for n, d, c, e, py in zip(self.nodes[r], self.recorded[r], self.cap[r], self.events[r], self.python[r]):
-            exact = max(0.0, d - py_cost) if py else max(min(d, base_us * e), d - c)
-            if self.work != 1.0:
-                exact *= self.work
-            busy = self.peer_busy.get((r, n.id)) if n.name == "queue" else None
-            if busy is not None and exact > busy:
-                exact = busy + self.idle_share * (exact - busy)
-            out.append(exact)
         return out
 
     def mark(self) -> None:
@@ -726,14 +739,13 @@ def remove_overhead(
             plan.idle_share = 0.0
             plan.apply(default_base)
             if replay_step() <= target:
-                lo_s, hi_s = 0.0, 1.0
-                for _ in range(30):
-                    plan.idle_share = mid = (lo_s + hi_s) / 2
+
+                def at_idle_share(share: float) -> float:
+                    plan.idle_share = share
                     plan.apply(default_base)
-                    got = replay_step()
-                    if abs(got - target) <= 0.003 * target:
-                        break
-                    lo_s, hi_s = (lo_s, mid) if got > target else (mid, hi_s)
+                    return replay_step()
+
+                _bisect(0.0, 1.0, target, at_idle_share, rising=True, rounds=30)
                 fitted_idle = True
                 rep.base_us = default_base
                 rep.notes.append(
@@ -783,13 +795,12 @@ def remove_overhead(
                         f"{target / 1e6:.3f} ms (device time or communication sets the step)"
                     )
                 else:
-                    lo_w, hi_w = 0.0, 1.0
-                    for _ in range(40):
-                        plan.work = mid = (lo_w + hi_w) / 2
-                        got = trial(0.0)
-                        if abs(got - target) <= 0.003 * target:
-                            break
-                        lo_w, hi_w = (lo_w, mid) if got > target else (mid, hi_w)
+
+                    def at_work(share: float) -> float:
+                        plan.work = share
+                        return trial(0.0)
+
+                    _bisect(0.0, 1.0, target, at_work, rising=True)
                     rep.work_share = plan.work
                     rep.notes.append(
                         f"the recorded host work is longer than the measured step even without the profiler's "
@@ -797,12 +808,12 @@ def remove_overhead(
                         "of its work (fitted)"
                     )
             else:
-                for _ in range(40):
-                    plan.python_cost = mid = (lo_py + hi_py) / 2
-                    got = trial(0.0)
-                    if abs(got - target) <= 0.003 * target:
-                        break
-                    lo_py, hi_py = (mid, hi_py) if got > target else (lo_py, mid)
+
+                def at_python_cost(cost: float) -> float:
+                    plan.python_cost = cost
+                    return trial(0.0)
+
+                _bisect(lo_py, hi_py, target, at_python_cost, rising=False)
                 rep.notes.append(
                     f"host nodes at their floor; Python-level gaps lose {plan.python_cost:.1f} µs each "
                     f"(fitted; the estimate is {PYTHON_GAPS:g} x {costs.gap_us:.1f} µs)"
