@@ -217,31 +217,6 @@ def record(model_name: str, variant: str, out: Path, args: argparse.Namespace) -
     }
 
 
-def _timed(fn: Callable[..., Any], reps: int, *args: Any) -> float:
-    for _ in range(2):
-        fn(*args)
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn(*args)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / reps
-
-
-def device_peaks(n: int = 8192) -> dict[str, float]:
-    """This GPU's matmul FLOP/s by precision (fp32 without TF32, as the fp32 runs use it) and its
-    copy bandwidth (bytes read plus written): the what-if recipes' roofline inputs."""
-    out: dict[str, float] = {}
-    torch.backends.cuda.matmul.allow_tf32 = False
-    for name, dt in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        a = torch.randn(n, n, device="cuda", dtype=dt)
-        out[f"matmul_{name}_flops"] = 2 * n**3 / _timed(torch.matmul, 10, a, a)
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    out["copy_bytes_per_s"] = 2 * src.numel() / _timed(torch.empty_like(src).copy_, 20, src)
-    torch.cuda.empty_cache()
-    return out
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     global TINY
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -270,6 +245,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"record_truth: {', '.join(skipped)} need CUDA: skipped on CPU", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.peaks and cuda:
+        from pytorch_gpu import device_peaks  # the committed GPU runs' peak measurement
+
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 peaks as the fp32 runs use it
         peaks = device_peaks()
         (args.out / "peaks.json").write_text(json.dumps(peaks, indent=1) + "\n")
         print(json.dumps({"peaks": peaks}), flush=True)

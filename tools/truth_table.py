@@ -27,12 +27,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
-from chakra.converters.pytorch import convert_files
-from chakra.converters.pytorch.driver import Options
-from chakra.io import read_trace, read_traces
+import gpu_whatif  # the GPU tables' conversion, replay and error (tools/ is on sys.path)
+from gpu_whatif import err, replay_step_ns
+
+from chakra.io import read_traces
 from chakra.record.manifest import truth_of
-from chakra.sim import SimOptions, simulate
-from chakra.sim.steps import step_time
 from chakra.whatif import recipes
 
 #: variant -> the what-if recipe that predicts it from the fp32 run
@@ -45,17 +44,7 @@ def runs(root: Path) -> list[Path]:
 
 def convert(folder: Path, out: Path, mode: str) -> tuple[list, dict[str, Any]]:
     """`mode`: "measured" (the manifest beside the inputs) or "estimate" (the trace alone)."""
-    ets = sorted(folder.glob("et*.json.gz"))
-    kins = sorted(folder.glob("kineto*.json.gz"))
-    overhead = {"measured": "remove", "estimate": "estimate"}[mode]
-    res = convert_files(ets, kins, out / f"{folder.name}-{mode}", Options(overhead=overhead, overhead_replay=True))
-    traces = [read_trace(r["output"], rank=r["rank"]) for r in res]
-    return traces, res[0]["profiler_overhead"]
-
-
-def replay_step_ns(traces: list, comm_mode: str = "replay") -> float:
-    res = simulate(traces, options=SimOptions(comm_mode=comm_mode, record_nodes=True))
-    return step_time(traces, {r: v.finish_ns for r, v in res.ranks.items()}, res.node_times).step_ns
+    return gpu_whatif.convert(folder.name, out, folder.parent, mode)
 
 
 def _recipe(name: str, variant: str, base: list, peaks: dict[str, float], device: str) -> recipes.WhatIf:
@@ -144,10 +133,6 @@ def validate(root: Path, peaks: Optional[dict[str, float]] = None, jobs: int = 1
 
 
 PREEMPTED = " (preempted while traced)"
-
-
-def err(p: float, m: float) -> float:
-    return 100.0 * (p / m - 1.0)
 
 
 def markdown(res: dict[str, Any]) -> str:
