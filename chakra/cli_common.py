@@ -185,14 +185,39 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
+# Environment variables under which rich colours or sizes output that goes to no terminal.
+_RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES")
+
+
+def _said_plainly(text: str) -> bool:
+    """Write `text` and a newline to stderr without rich where rich would write exactly that (stderr
+    not a terminal, nothing forcing colour, every line printable and too short to wrap); False when
+    rich must. A script or CI log reading a warning then never pays for rich's console import."""
+    if _CONSOLES or any(name in os.environ for name in _RICH_ENV):
+        return False
+    columns = os.environ.get("COLUMNS", "")
+    width = _WIDTH[0] or (int(columns) if columns.isdigit() else UNBOUNDED_WIDTH)
+    try:
+        if sys.stderr.isatty():
+            return False
+    except (AttributeError, ValueError):  # no stderr, or a closed one: rich says what it says
+        return False
+    if not all(line.isprintable() and 2 * len(line) < width for line in text.split("\n")):
+        return False  # tabs and control codes (rich rewrites them), wide characters, wrapping
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+    return True
+
+
 def info(message: str, quiet: bool = False) -> None:
     """An informational line on stderr (silenced by -q)."""
-    if not (quiet or state.quiet):
+    if not (quiet or state.quiet) and not ("[" not in message and _said_plainly(message)):
         _consoles()[1].print(message, highlight=False)
 
 
 def warn(message: str) -> None:
-    _consoles()[1].print(f"[yellow]warning:[/] {_escape(message)}", highlight=False)
+    if not _said_plainly(f"warning: {message}"):
+        _consoles()[1].print(f"[yellow]warning:[/] {_escape(message)}", highlight=False)
 
 
 def print_json(obj: Any) -> None:

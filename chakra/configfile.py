@@ -10,8 +10,8 @@ Most configs are a few `key: [values]` lines (ASTRA-sim's network YAML) or JSON.
 here without PyYAML (`_plain_document`), which costs a small `chakra simulate` a sixth of its
 start-up, but only where the text keeps to a subset on which PyYAML's reading is known to give
 the same document (tests/core/test_configfile_subset.py holds the two together on every config in
-the repository and on variants); anything else, a quote, a tab, an anchor, a nested block, a value
-YAML resolves to a bool or null, goes to PyYAML.
+the repository and on variants); anything else, an escape, a tab, an anchor, a nested block, a
+value YAML resolves to a bool or null, goes to PyYAML.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from chakra.io import input_file_errors
 # Read with str methods, not regular expressions: compiling those would cost about what PyYAML's
 # import does. A scalar is a number as PyYAML resolves it the way Python reads it (decimal, no
 # `_`, no leading zero, no exponent: "1e3" is a string to PyYAML) or a word that resolves to a
-# string (letters, digits and `_`, starting with a letter; `_WORDS` aside).
+# string (letters, digits and `_`, starting with a letter; `_WORDS` aside), or a quoted string
+# without escapes (a network config written by json.dumps quotes its topology names).
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _WORD_CHARS = _LETTERS | frozenset("0123456789_")
 _KEY_CHARS = _WORD_CHARS | {"-"}
@@ -55,6 +56,13 @@ def _number(token: str, dot_needed: bool = False) -> Any:
 
 
 def _scalar(token: str) -> Any:
+    quote = token[:1]
+    if quote in ('"', "'"):
+        # a quoted string with nothing YAML would unescape or fold: no backslash, no quote inside
+        inner = token[1:-1]
+        if len(token) < 2 or token[-1] != quote or quote in inner or "\\" in inner:
+            raise _NotPlain
+        return inner
     if token[:1] == "-" or token[:1].isdigit():
         return _number(token)
     if not token or token[0] not in _LETTERS or not _WORD_CHARS.issuperset(token) or token.lower() in _WORDS:

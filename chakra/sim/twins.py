@@ -13,7 +13,6 @@ the full compile gives.
 
 from __future__ import annotations
 
-import hashlib
 from itertools import compress, count
 from operator import ne
 from pathlib import Path
@@ -28,6 +27,11 @@ from chakra.io import _peek_length, _prefix_size, input_file_errors, iter_payloa
 from chakra.schema import pb
 from chakra.schema.attrs import attr_value
 from chakra.sim.compiler import RankEngine
+
+try:  # CPython's BLAKE2, which hashlib.blake2b is: importing hashlib also starts OpenSSL (~5 ms)
+    from _blake2 import blake2b
+except ImportError:  # another interpreter
+    from hashlib import blake2b
 
 #: The attributes in which a twin's nodes may differ from its template's: they only fill the
 #: engine's per-row communication `info` (peer, tag, size, process group).
@@ -47,14 +51,14 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
 
 def digest(framed: list[bytes]) -> bytes:
     """What the simulator reads of a rank file (its nodes), hashed."""
-    return hashlib.blake2b(b"".join(framed), digest_size=20).digest()
+    return blake2b(b"".join(framed), digest_size=20).digest()
 
 
 def file_digest(path: Path) -> bytes:
     """`digest` of a file too large to hold whole, read in blocks: every byte after the
     GlobalMetadata message (the whole file when its first message is not one, or it is
     compressed or JSON: the full reader then names what is wrong)."""
-    h = hashlib.blake2b(digest_size=20)
+    h = blake2b(digest_size=20)
     with input_file_errors(path), open(path, "rb") as f:
         skip = 0
         head = f.read(64)

@@ -74,6 +74,14 @@ def test_astrasim_network_configs_are_plain(samples_dir):
         assert _plain(text) == yaml.safe_load(text), path
 
 
+def test_network_configs_written_by_json_dumps_are_plain():
+    """Scripts write network configs with json.dumps per key (double-quoted names): no PyYAML."""
+    text = 'topology: ["Ring", "Switch", "Switch"]\nnpus_count: [8, 8, 16]\nbandwidth: [50.0, 50.0, 50.0]\n'
+    assert _plain(text) == yaml.safe_load(text) == {
+        "topology": ["Ring", "Switch", "Switch"], "npus_count": [8, 8, 16], "bandwidth": [50.0, 50.0, 50.0],
+    }  # fmt: skip
+
+
 # Values where YAML 1.1 (PyYAML) and a naive reading part ways, and plain ones.
 _VALUES = [
     "1", "0", "-0", "-7", "10", "007", "08", "0x1F", "0o17", "0b101", "1_000", "+5", "1e3", "1E+3", "1.0e+3",
@@ -81,6 +89,7 @@ _VALUES = [
     "yes", "No", "ON", "off", "True", "false", "null", "Null", "~", "y", "n", "Y", "Ring", "Switch",
     "FullyConnected", "ring_2", "a-b", "a.b", "'Ring'", '"Ring"', '"a\\tb"', "'it''s'", "2020-01-01",
     "1:20", "190:20:30.15", "!!str 5", "&a 5", "*a", "[1, 2]", "{a: 1}", "", "#x", "a#b", "a #b", "= 1",
+    '"a,b"', "'a''b'", '"a\'b"', '"a\\"b"', '"a"b"', "'a", '"a', '"', "'", '"Ring"x', '"a #b"', '"a: b"',
 ]  # fmt: skip
 _KEYS = ["topology", "npus_count", "bandwidth", "local-mem-bw", "on", "yes", "null", "1", '"q"', "a b", "_x", "x_"]
 
@@ -90,7 +99,8 @@ def _pick(rng: random.Random, plain: list[str], odd: list[str]) -> str:
     return rng.choice(odd if rng.random() < 0.12 else plain)
 
 
-_PLAIN_VALUES = ["1", "0", "-7", "10", "1.5", "-0.0", "50.0", "936.25", "Ring", "Switch", "ring_2", "-0"]
+_PLAIN_VALUES = ["1", "0", "-7", "10", "1.5", "-0.0", "50.0", "936.25", "Ring", "Switch", "ring_2", "-0", '"Ring"',
+                 "'Switch'", '""', "''", '"1"', '"yes"', '"a b"', "'a: b'"]  # fmt: skip
 _PLAIN_KEYS = ["topology", "npus_count", "bandwidth", "local-mem-bw", "_x", "x_"]
 
 

@@ -198,3 +198,47 @@ def test_documented_library_loop_runs_and_gives_astra_sim_s_figure() -> None:
     finishes = [int(m.replace(",", "")) for m in re.findall(r"^bandwidth x\S+: ([\d,]+) ns$", proc.stdout, re.M)]
     assert len(finishes) == 4 and finishes[1] == 117_780  # ASTRA-sim's rt_template case at its own bandwidth
     assert finishes == sorted(finishes, reverse=True)  # more bandwidth, earlier finish
+
+
+# --- warnings to a pipe: the bytes rich would write, without importing rich's console -----------
+
+_MESSAGES = [
+    "ASTRA-sim would fail here (subgroup-double-free: ranks 0-19, 20 such): ALL_REDUCE on process subgroups 1, 129",
+    "[bold]not markup[/] and a [link] in brackets, a :fire: that stays text",
+    "two\nlines",
+    "trailing space ",
+    "x" * 600,  # wraps at the 1,000-column width: left to rich
+    "tab\there",  # rich expands it: left to rich
+    "wide 漢字 characters",
+    "",
+]
+
+
+def _stderr_of(messages: list[str], env: dict[str, str], rich_first: bool) -> tuple[bytes, bool]:
+    """stderr bytes of `warn(m)` and `info(m)` for every message in a fresh interpreter with stderr a
+    pipe, and whether rich's console was imported; `rich_first` makes the consoles beforehand."""
+    script = (
+        "import sys\n"
+        "from chakra import cli_common\n"
+        f"if {rich_first!r}:\n    cli_common._consoles()\n"
+        f"for m in {messages!r}:\n    cli_common.warn(m)\n    cli_common.info(m)\n"
+        "print('rich.console' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr, proc.stdout.strip() == b"True"
+
+
+def test_warnings_to_a_pipe_are_rich_s_bytes_without_rich() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")}
+    plain, imported = _stderr_of(_MESSAGES[:1], env, rich_first=False)
+    assert not imported and plain.startswith(b"warning: ASTRA-sim would fail here")
+    plain, _ = _stderr_of(_MESSAGES, env, rich_first=False)
+    by_rich, imported = _stderr_of(_MESSAGES, env, rich_first=True)
+    assert imported and plain == by_rich
+    for columns in ("40", "200"):  # a width the user set: lines that would wrap go through rich
+        plain, _ = _stderr_of(_MESSAGES, {**env, "COLUMNS": columns}, rich_first=False)
+        by_rich, _ = _stderr_of(_MESSAGES, {**env, "COLUMNS": columns}, rich_first=True)
+        assert plain == by_rich, columns
+    coloured, imported = _stderr_of(_MESSAGES[:1], {**env, "FORCE_COLOR": "1"}, rich_first=False)
+    assert imported and b"\x1b[" in coloured  # colour forced: rich writes it
