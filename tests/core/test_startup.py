@@ -42,7 +42,8 @@ HEAVY = (
 
 # Never needed for a small simulation either: plain configs (chakra/configfile.py) spare it
 # PyYAML; the feeder (the simulator indexes with chakra.feeder.table alone) and the progress bar
-# that is off are not imported. numpy is: the simulator indexes and compiles every rank with it.
+# that is off are not imported, nor numpy.ma (np.unique imports it). numpy is: the simulator indexes
+# and compiles every rank with it.
 SMALL_PATH_HEAVY = ("yaml", "chakra.feeder.et_feeder", "rich.progress")
 
 
@@ -82,6 +83,7 @@ def test_small_simulate_imports_only_what_it_uses(samples_dir: Path) -> None:
     assert "chakra.export.astrasim" in modules  # and the ASTRA-sim checks (they read the traces too)
     assert _heavy(modules, HEAVY) == []
     assert _heavy(modules, SMALL_PATH_HEAVY) == []
+    assert "numpy.ma" not in modules
     assert "numpy" in modules and "chakra.feeder.table" in modules  # what it does use
     assert "rich.table" not in modules and "rich.console" not in modules  # --json -q: no table, no console
     # Only the command that runs is imported, never its siblings.
@@ -99,7 +101,7 @@ def test_small_simulate_with_a_json_network_and_a_table(samples_dir: Path, tmp_p
     out, modules, _ = _run_simulate(args, {**os.environ, "COLUMNS": "120"})
     assert "117,780" in out and "rank" in out  # the table, ASTRA-sim's figure on every rank
     assert "rich.table" in modules
-    assert _heavy(modules, SMALL_PATH_HEAVY) == []
+    assert _heavy(modules, SMALL_PATH_HEAVY) == [] and "numpy.ma" not in modules
 
 
 def test_a_blas_thread_count_the_user_set_is_kept() -> None:
