@@ -18,7 +18,7 @@ import typer
 
 from chakra.errors import ChakraError, ReaderGone
 
-# `console` (stdout) and `err_console` (stderr), rich Consoles made when first used (`__getattr__`
+# `console` (stdout) and `err_console` (stderr), rich Consoles made when first used (`_Console`
 # below): a run that prints only JSON, or nothing, never imports rich's console (a third of a small
 # `chakra simulate`'s start-up beyond `import typer, rich`). emoji=False: names are printed as they
 # are (a node or file named `:fire:` stays that text), and rich's emoji table is never loaded.
@@ -58,12 +58,25 @@ def _consoles() -> tuple[Any, Any]:
     return _CONSOLES[0], _CONSOLES[1]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "console":
-        return _consoles()[0]
-    if name == "err_console":
-        return _consoles()[1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class _Console:
+    """`console` / `err_console`: stand-ins that make the rich Consoles on first use, so a command
+    module may import them at its top and still print only JSON, or nothing, without rich's console
+    module (a sixth of a small command's start-up)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: int) -> None:
+        object.__setattr__(self, "_index", index)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_consoles()[self._index], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(_consoles()[self._index], name, value)
+
+
+console: Any = _Console(0)
+err_console: Any = _Console(1)
 
 
 def set_width(width: Optional[int] = None) -> None:

@@ -116,12 +116,18 @@ def read_bounded(path: PathLike, what: str, limit: int = MAX_CONFIG_BYTES, *, al
 
 @functools.cache
 def _host_tag() -> str:
-    """This machine's part of a temporary name; worked out when first needed (hashlib and socket
-    are start-up a command that writes nothing does not pay)."""
-    import hashlib
-    import socket
+    """This machine's part of a temporary name: six hex digits of its host name (os.uname's node
+    name is what socket.gethostname gives on POSIX; importing socket, or hashlib and its OpenSSL,
+    would cost a command that writes one file a few ms)."""
+    import zlib
 
-    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+    try:
+        host = os.uname().nodename
+    except AttributeError:  # Windows
+        import socket
+
+        host = socket.gethostname()
+    return f"{zlib.crc32(host.encode('utf-8', 'replace')) & 0xFFFFFF:06x}"
 
 
 _TEMP_RE = re.compile(r"\.chakra-(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import tarfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -161,6 +160,8 @@ def _is_tar(head: bytes) -> bool:
 
 def _first_json_member(stream: Any, size: int) -> bytes:
     """The first `size` bytes of the first .json (or .json.gz) member of a tar stream."""
+    import tarfile  # only for a tar (sniffing): its import is start-up every other input would pay
+
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for i, member in enumerate(tar):

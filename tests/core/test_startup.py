@@ -244,3 +244,15 @@ def test_warnings_to_a_pipe_are_rich_s_bytes_without_rich() -> None:
         assert plain == by_rich, columns
     coloured, imported = _stderr_of(_MESSAGES[:1], {**env, "FORCE_COLOR": "1"}, rich_first=False)
     assert imported and b"\x1b[" in coloured  # colour forced: rich writes it
+
+
+def test_quiet_commands_never_make_a_rich_console(samples_dir: Path, tmp_path: Path) -> None:
+    """Command modules import `console` at their top; with -q and no table it stays a stand-in, so
+    rich's console is never imported."""
+    mlp = samples_dir / "pytorch" / "mlp"
+    out = tmp_path / "mlp.et"
+    args = ["chakra", "convert", "pytorch", str(mlp / "et.0.json"), "-k", str(mlp / "kineto.0.json"), "-o", str(out)]
+    _, modules, _ = _run_simulate([*args, "-q"], dict(os.environ))
+    assert out.with_name("mlp.et.0.et").exists()  # rank 0 of the prefix
+    assert "chakra.converters.pytorch.cli" in modules  # the command ran
+    assert "rich.console" not in modules and "hashlib" not in modules
