@@ -107,8 +107,16 @@ def amp(
     keep_optimizer: bool = True,
     pattern: str = OPTIMIZER,
     grad_scaler: bool = False,
+    measure: bool = False,
+    threads: Optional[int] = None,
+    quiet: bool = True,
 ) -> WhatIf:
     """Automatic mixed precision: compute-bound kernels / 3, memory-bound / 2, CPU unchanged.
+
+    `on="cpu"` with `measure` (a CPU training run switched to bf16 autocast): every operator whose
+    dtypes autocast changes is rebuilt with torch and timed on this host in fp32 and in bf16
+    (`chakra.whatif.cpu_rates`, with `threads` torch threads); without `measure` the fixed factors
+    below apply and the note says the CPU prediction is unmeasured.
 
     A kernel is compute-bound when num_ops/tensor_size >= `ridge` FLOP/byte, memory-bound when
     below; kernels without those attributes are classified by name (gemm/conv-like vs
@@ -129,7 +137,13 @@ def amp(
     """
     if compute_speedup <= 0 or memory_speedup <= 0:
         raise InputError("amp speedups must be > 0")
+    if measure and on != "cpu":
+        raise InputError("amp --measure times operators on this CPU: it needs --on cpu")
     gs = graphs(clone(traces))
+    if measure:
+        from chakra.whatif.cpu_rates import apply_measured, stderr_progress
+
+        return _finish("amp", gs, notes=apply_measured(gs, threads=threads, progress=stderr_progress(quiet)))
     comp_rx = re.compile(COMPUTE_BOUND, re.I)
     mem_rx = re.compile(MEMORY_BOUND, re.I)
     pred = by_type(NodeType.COMP_NODE) & by_resource(on)
@@ -169,6 +183,8 @@ def amp(
         notes.append(f"no {on} compute node: nothing to speed up (a CPU-only trace needs --on cpu)")
     if grad_scaler:
         notes.append(f"{synced} optimizer step(s) wait for the device (GradScaler's inf check)")
+    if on == "cpu":
+        notes.append("CPU bf16 prediction unmeasured (GPU factors); --measure times each operator on this host")
     return _finish("amp", gs, notes=notes)
 
 
