@@ -369,13 +369,16 @@ def propagate(nodes: Sequence[pb.Node]) -> list[Unit]:
     params = _params(out)
     owner_of_seq: dict[int, Unit] = {}
     members = {m: u for u in out if u.phase == "forward" for m in u.members}
-    for n in nodes:
+    # ops that make no autograd node record the next sequence number too: the op that made the
+    # node is the last to record it
+    for n in sorted(nodes, key=lambda n: (n.start_time_micros, n.id)):
         seq = get_attr(n, "seq_id", None)
         if seq is not None and n.id in members:
-            owner_of_seq.setdefault(int(seq), members[n.id])
+            owner_of_seq[int(seq)] = members[n.id]
     dtype: dict[int, str] = {}  # tensor id -> dtype under autocast, where it differs from the recording
     grad: set[int] = set()  # forward tensor ids that require grad
     seen: set[int] = set()  # tensor ids of the forward
+    made_bw: set[int] = set()  # tensor ids made in backward (gradients)
     cast: set[int] = set()  # tensors autocast cast to bf16 in the forward (their bf16 copies are saved)
     cast_params: set[int] = set()  # storages of the weights among them (backward reads their views)
 
@@ -394,9 +397,14 @@ def propagate(nodes: Sequence[pb.Node]) -> list[Unit]:
             # a tensor of the forward is read as autocast left it (saved for backward); a gradient
             # (made in backward) has the dtype the forward op ran in
             u.in_dtypes = [
-                d if d != FP32 else (saved(v) if v[0] in seen else run) for v, d in zip(vals, _recorded(vals, types))
+                d if d != FP32 else (saved(v) if v[0] in seen and v[0] not in made_bw else run)
+                for v, d in zip(vals, _recorded(vals, types))
             ]
             u.out_dtype = run if any(d in (FP32, BF16) for d in u.in_dtypes) else None
+            # its results are gradients, whatever forward tensor had the same id before (ids are reused)
+            made_bw.update(
+                v[0] for m in u.members if m in by_id and by_id[m].name != "gap" for v, _d, _s in _outputs(by_id[m])
+            )
             continue
         if u.phase != "forward":
             u.in_dtypes = _recorded(vals, types)

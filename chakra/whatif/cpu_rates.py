@@ -63,6 +63,7 @@ class Timer:
         self.cache: dict[Any, Optional[tuple[float, float]]] = {}
         self.progress = progress
         self.failed: dict[str, str] = {}
+        self._bound = 1
 
     # -- rebuilding ---------------------------------------------------------------------------
     def _value(self, v: Any, t: str, shape: Any, dtype: Optional[str]) -> Any:
@@ -77,6 +78,8 @@ class Timer:
             size = [int(x) for x in shape] if isinstance(shape, list) else []
             if dt.is_floating_point:
                 return torch.randn(size, dtype=torch.float32).to(dt)
+            if dt in (torch.int64, torch.int32) and self._bound > 1:
+                return torch.randint(0, self._bound, size, dtype=dt)
             return torch.zeros(size, dtype=dt)
         if t.startswith("GenericList["):
             inner = [x.strip() for x in t[len("GenericList[") : -1].split(",") if x.strip()]
@@ -98,6 +101,11 @@ class Timer:
             raise ValueError("no op_schema")
         vals, types, shapes, _ov, _ot = io_of(unit.node)
         op, schema = _overload(torch, schema_text, len(vals))
+        # integer inputs are indices (embedding rows, classes, pooling positions): spread over the
+        # smallest dimension of the floating inputs, which every such index may take
+        dims = [int(x) for t, sh in zip(types, shapes) if isinstance(t, str) and t in ("Tensor(float)",)
+                and isinstance(sh, list) for x in sh if isinstance(x, int) and x > 0]  # fmt: skip
+        self._bound = min(dims) if dims else 1
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         for a, v, t, s, d in zip(schema.arguments, vals, types, shapes, dtypes):
