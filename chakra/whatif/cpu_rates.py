@@ -2,14 +2,22 @@
 
 `amp --on cpu --measure`: every top-level operator whose dtypes autocast changes
 (chakra.whatif.autocast_cpu) is rebuilt with torch from the trace (its `op_schema`, input shapes,
-dtypes and scalar values; float inputs random, integer inputs zeros, which are valid indices) and
-timed back to back, interleaved, in fp32 as recorded and as it runs in the bf16 run (under
-`torch.autocast("cpu", dtype=torch.bfloat16)` in the forward, with the casts autocast inserts;
-in its inputs' dtypes in backward). Time is the calling thread's CPU time (a shared host's other
-processes do not count), the median of `reps` rounds. The op's nodes (itself, its nested ops and
-their `gap` segments) change by the measured bf16 − fp32 difference, spread over them in
-proportion; each gradient autocast casts back (a weight's, an activation's) adds a measured cast
-plus one autograd node's engine time (the median of the trace's own backward functions).
+dtypes and scalar values; floating inputs random, integer inputs random indices below the
+smallest dimension of the floating inputs, valid for embeddings, class targets and pooling
+positions) and timed back to back, interleaved, in fp32 as recorded and as it runs in the bf16
+run: under `torch.autocast("cpu", dtype=torch.bfloat16)` in the forward (the casts autocast
+inserts are timed with the op), in its inputs' dtypes in backward. Where the op refuses the
+propagated dtypes (a statistic or log-sum-exp its forward keeps in fp32), the nearest assignment
+that runs is used. Each call reads inputs from outside L2 (rotating input copies, as a training
+step's operators do); time is the calling thread's CPU time (a shared host's other processes do
+not count), the median of `reps` rounds.
+
+The op's nodes (itself, its nested ops and their `gap` segments) change by the measured
+bf16 − fp32 **difference**, spread over them in proportion (a difference, not a ratio: the
+rebuilt call's own Python and dispatch overhead cancels, and the trace keeps its fitted time
+for what the op did in the recorded run); each gradient autocast casts back (a weight's, an
+activation's: autograd's ToCopyBackward0) adds a measured cast plus one autograd node's engine
+time (the median of the trace's own backward functions).
 
 Measured once per distinct (op, schema, shapes, dtypes, scalar arguments) within one call.
 Ops that cannot be rebuilt (no schema, an argument type not handled, the call fails) keep their
@@ -22,6 +30,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from chakra.errors import InputError
@@ -57,7 +66,7 @@ def _torch() -> Any:
 class Timer:
     """Build and time rebuilt operators; one cache per prediction."""
 
-    def __init__(self, reps: int = 7, target_s: float = 2e-4, progress: Optional[Callable[[str], None]] = None):
+    def __init__(self, reps: int = 7, target_s: float = 1e-3, progress: Optional[Callable[[str], None]] = None):
         self.torch = _torch()
         self.reps, self.target_s = reps, target_s
         self.cache: dict[Any, Optional[tuple[float, float]]] = {}
@@ -118,8 +127,8 @@ class Timer:
                 args.append(x)
         return lambda: op(*args, **kwargs)
 
-    def _runnable(self, unit: Unit, shapes: list[Any]) -> Callable[[], Any]:
-        """The bf16 call with the propagated dtypes; where the op refuses them (a statistic or a
+    def _runnable(self, unit: Unit, shapes: list[Any]) -> list[Optional[str]]:
+        """The dtypes of the bf16 call: the propagated ones; where the op refuses them (a statistic or a
         log-sum-exp that autocast's op keeps in fp32: the static propagation cannot see nested
         results), the nearest assignment that runs: 1-D floating inputs in fp32, then one bf16
         input at a time back to fp32."""
@@ -135,7 +144,7 @@ class Timer:
                 f = self._call(unit, cand)
                 with self.torch.no_grad(), ctx:
                     f()
-                return f
+                return cand
             except Exception as exc:  # the op checks its dtypes: try the next assignment
                 err = err or exc
         assert err is not None
@@ -152,16 +161,18 @@ class Timer:
             return self.cache[key]
         torch = self.torch
         try:
-            f32 = self._call(unit, recorded)
-            f16 = self._runnable(unit, shapes)
+            low = self._runnable(unit, shapes)
+            copies = _copies(vals)
+            f32 = [self._call(unit, recorded) for _ in range(copies)]
+            f16 = [self._call(unit, low) for _ in range(copies)]
             off = torch.autocast("cpu", enabled=False)
             on = torch.autocast("cpu", dtype=torch.bfloat16) if unit.autocast else off
 
-            def run(f: Callable[[], Any], ctx: Any, n: int) -> float:
+            def run(fs: list[Callable[[], Any]], ctx: Any, n: int) -> float:
                 t0 = time.thread_time()
-                for _ in range(n):
+                for i in range(n):
                     with ctx:
-                        f()
+                        fs[i % len(fs)]()
                 return (time.thread_time() - t0) / n
 
             with torch.no_grad():
@@ -193,6 +204,26 @@ class Timer:
             n = max(1, min(1000, int(self.target_s / one)))
             self.cache[key] = (statistics.median(_timed(lambda: x.to(to), n) for _ in range(self.reps)) * 1e6, 0.0)
         return self.cache[key][0]  # type: ignore[index]
+
+
+def _l2_bytes() -> int:
+    """This host's L2 cache per core (sysfs), 1 MiB when it cannot be read."""
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
+        return int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text)
+    except (OSError, ValueError, KeyError, IndexError):
+        return 1 << 20
+
+
+def _copies(vals: list[Any]) -> int:
+    """Input sets to rotate through so that each call reads its inputs from outside L2, as an
+    operator of a training step does (its inputs were written long before, or by a large op)."""
+    size = 0
+    for v in vals:
+        for t in [v] if is_tensor(v) else (v if isinstance(v, list) else []):
+            if is_tensor(t):
+                size += t[3] * t[4]
+    return max(1, min(16, -(-2 * _l2_bytes() // max(size, 1))))
 
 
 def _overload(torch: Any, schema_text: str, nargs: int) -> tuple[Any, Any]:
@@ -302,7 +333,7 @@ def apply_measured(
                     stats["kept_us"] += total
                     stats["failed"] += 1
                     continue
-                delta = t[1] - t[0]
+                delta = t[1] - t[0]  # a difference, not a ratio: the rebuilt call's own overhead cancels
                 stats["measured_us"] += total
                 stats["ops"] += 1
                 _spread(g, u.members, total + delta)
