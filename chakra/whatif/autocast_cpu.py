@@ -244,6 +244,7 @@ class Unit:
     policy: str = "same"  # lower | fp32 | same
     backward_casts: list[tuple[list[int], str, str]] = field(default_factory=list)  # (shape, from, to) of grads
     backward_of: Optional[int] = None  # backward: the node id of the forward op it differentiates
+    step: str = ""  # the ProfilerStep# it ran in
 
     @property
     def changed(self) -> bool:
@@ -307,7 +308,7 @@ def units(nodes: Sequence[pb.Node]) -> list[Unit]:
             phase = "forward"
         else:
             phase = "other"
-        top[n.id] = Unit(n, phase, [n.id])
+        top[n.id] = Unit(n, phase, [n.id], step=next((x for x in names if x.startswith("ProfilerStep#")), ""))
         owner[n.id] = n.id
     for n in nodes:
         if n.name == "gap":
@@ -387,7 +388,12 @@ def propagate(nodes: Sequence[pb.Node]) -> list[Unit]:
 
     by_id = {n.id: n for n in nodes}
     lower = {u.node.id for u in out if u.phase == "forward" and _holds_lower(u, nodes)}
+    step = None
     for u in out:
+        if u.step != step:  # a new step: the previous one's tensors are gone (their ids are reused)
+            step = u.step
+            for state in (dtype, grad, seen, made_bw, cast, cast_params):
+                state.clear()
         vals, types, shapes, ovals, otypes = io_of(u.node)
         name = op_name(u.node)
         if u.phase == "backward":
