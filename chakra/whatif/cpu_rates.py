@@ -230,7 +230,7 @@ def _overload(torch: Any, schema_text: str, nargs: int) -> tuple[Any, Any]:
     """The op overload the recorded call used: the schema's, or (the ET names one overload for
     all of them) the one whose argument count matches the recorded inputs."""
     schema = torch._C.parse_schema(schema_text)
-    name, _, overload = schema.name.partition("::")[2].partition(".")
+    name, overload = schema.name.partition("::")[2], schema.overload_name
     packet = getattr(torch.ops.aten, name)
     op = getattr(packet, overload or "default", None)
     if op is not None and len(op._schema.arguments) == nargs:
