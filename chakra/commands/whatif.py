@@ -179,7 +179,7 @@ def whatif_cmd(
             "grad_scaler": grad_scaler,
             "measure": measure,
             "threads": threads,
-            "quiet": quiet or json_out,
+            "quiet": quiet,
             "network": network if recipe == "network-bandwidth" or comm_cpu_fraction is not None else None,
         }
         result = apply_recipe(recipe, base, **opts)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 
 from chakra.errors import InputError
 from chakra.schema.attrs import get_attr
+from chakra.schema.kinds import resource_of
 from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate
 from chakra.whatif.transforms import Graph
 
@@ -314,9 +315,11 @@ def apply_measured(
     timer = Timer(reps=reps, progress=progress)
     stats = {"measured_us": 0.0, "kept_us": 0.0, "ops": 0, "failed": 0, "casts": 0}
     effect: dict[str, float] = {}
+    host_before: list[int] = []
     try:
         for g in gs:
             nodes = list(g.nodes.values())
+            host_before.append(sum(n.duration_micros for n in nodes if resource_of(n) == "cpu"))
             us = propagate(nodes)
             engine = _engine_us(g, nodes)
             first_bw: dict[int, Unit] = {}
@@ -350,12 +353,13 @@ def apply_measured(
     finally:
         torch.set_num_threads(old_threads)
     top = sorted(effect.items(), key=lambda kv: -abs(kv[1]))[:5]
+    host_us = sum(host_before)
     used = threads or torch.get_num_threads()
     notes = [
         f"CPU bf16 autocast measured on this host (torch {torch.__version__}, {used} "
         f"thread(s), median of {reps}): {stats['ops']} operators re-timed ({stats['measured_us'] / 1e3:.2f} ms of host "
-        f"time measured), {stats['failed']} could not be rebuilt and keep their time ({stats['kept_us'] / 1e3:.2f} ms)"
-        f", {stats['casts']} gradient casts back added",
+        f"time of {host_us / 1e3:.2f} ms), {stats['failed']} could not be rebuilt and keep their time "
+        f"({stats['kept_us'] / 1e3:.2f} ms), the rest runs as in fp32; {stats['casts']} gradient casts back added",
         "most changed (ms over the trace, bf16 − fp32): " + ", ".join(f"{k} {v / 1e3:+.2f}" for k, v in top),
     ]
     if timer.failed:

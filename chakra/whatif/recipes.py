@@ -6,7 +6,8 @@ modelling follows Daydream §5:
 
 - `amp`: device kernels that are compute-bound (arithmetic intensity num_ops/tensor_size at or
   above the ridge point, or gemm/conv-like names) run 3x faster, memory-bound ones 2x; CPU tasks
-  are unchanged;
+  are unchanged; with `on="cpu", measure=True` a CPU run's bf16 autocast is predicted from each
+  operator timed on this host in fp32 and bf16 (chakra.whatif.cpu_rates);
 - `fused-optimizer`: all tasks of each optimizer step are replaced by one fused task whose
   duration is the sum of the removed compute kernels (device kernels, or on a CPU-only trace the
   operators that carry num_ops); CPU launch/dispatch overhead disappears;
@@ -1055,7 +1056,10 @@ def predict(
 # ----------------------------------------------------------------------------- registry
 
 RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
-    "amp": (amp, "mixed precision: compute-bound kernels /3, memory-bound /2, CPU unchanged"),
+    "amp": (
+        amp,
+        "mixed precision: compute-bound kernels /3, memory-bound /2; CPU bf16 timed here with --on cpu --measure",
+    ),
     "fused-optimizer": (fused_optimizer, "each optimizer step fused into one kernel (FusedAdam)"),
     "scale-compute": (scale_compute, "compute F times faster"),
     "network-bandwidth": (network_bandwidth, "network bandwidth times F"),
