@@ -252,7 +252,7 @@ class Unit:
         return self.policy != "same" or BF16 in self.in_dtypes or self.out_dtype == BF16 or bool(self.backward_casts)
 
 
-def _windows(nodes: Sequence[pb.Node]) -> dict[int, Optional[int]]:
+def windows(nodes: Sequence[pb.Node]) -> dict[int, Optional[int]]:
     """node id -> the innermost non-gap node whose recorded window holds it on the same thread."""
     parent: dict[int, Optional[int]] = {}
     by_tid: dict[Any, list[pb.Node]] = {}
@@ -273,7 +273,7 @@ def _windows(nodes: Sequence[pb.Node]) -> dict[int, Optional[int]]:
 
 def units(nodes: Sequence[pb.Node]) -> list[Unit]:
     """Top-level operators in the order they ran, with their phase and members (no dtypes yet)."""
-    parent = _windows(nodes)
+    parent = windows(nodes)
     ids = {n.id: n for n in nodes}
 
     def chain(i: int) -> list[pb.Node]:
@@ -365,7 +365,7 @@ def propagate(nodes: Sequence[pb.Node]) -> list[Unit]:
     PyTorch documents; a forward cast of a tensor that requires grad (a weight, an activation)
     puts the reverse cast of its gradient into backward (`backward_casts` of the forward op)."""
     out = units(nodes)
-    parent = _windows(nodes)
+    parent = windows(nodes)
     seq_of = _function_seq(nodes, parent)
     params = _params(out)
     owner_of_seq: dict[int, Unit] = {}
@@ -473,4 +473,16 @@ def _recorded(vals: list[Any], types: list[Any]) -> list[Optional[str]]:
     return [_type_dtype(t) if is_tensor(v) and isinstance(t, str) else None for v, t in zip(vals, types)]
 
 
-__all__ = ["BF16", "CPU_FP32", "CPU_LOWER", "FP32", "Unit", "io_of", "op_name", "propagate", "tensors", "units"]
+__all__ = [
+    "windows",
+    "BF16",
+    "CPU_FP32",
+    "CPU_LOWER",
+    "FP32",
+    "Unit",
+    "io_of",
+    "op_name",
+    "propagate",
+    "tensors",
+    "units",
+]

@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 from chakra.errors import InputError
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
-from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate
+from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate, windows
 from chakra.whatif.transforms import Graph
 
 TORCH_MISSING = "amp --on cpu --measure needs torch to time the operators: pip install 'chakra-et[torch]'"
@@ -162,6 +162,8 @@ class Timer:
             return self.cache[key]
         torch = self.torch
         try:
+            if any(t[5] != "cpu" for t in _flat_tensors(vals)):
+                raise ValueError("a device tensor: only CPU operators are timed here")
             low = self._runnable(unit, shapes)
             copies = _copies(vals)
             f32 = [self._call(unit, recorded) for _ in range(copies)]
@@ -216,14 +218,14 @@ def _l2_bytes() -> int:
         return 1 << 20
 
 
+def _flat_tensors(vals: list[Any]) -> list[list[Any]]:
+    return [t for v in vals for t in ([v] if is_tensor(v) else (v if isinstance(v, list) else [])) if is_tensor(t)]
+
+
 def _copies(vals: list[Any]) -> int:
     """Input sets to rotate through so that each call reads its inputs from outside L2, as an
     operator of a training step does (its inputs were written long before, or by a large op)."""
-    size = 0
-    for v in vals:
-        for t in [v] if is_tensor(v) else (v if isinstance(v, list) else []):
-            if is_tensor(t):
-                size += t[3] * t[4]
+    size = sum(t[3] * t[4] for t in _flat_tensors(vals))
     return max(1, min(16, -(-2 * _l2_bytes() // max(size, 1))))
 
 
@@ -279,9 +281,7 @@ def _spread(g: Graph, ids: Sequence[int], new_total_us: float) -> None:
 def _engine_us(g: Graph, nodes: Sequence[Any]) -> float:
     """The autograd engine's own time per backward function: median over the trace's
     `evaluate_function` windows of the time not inside an aten op (wrapper, function node, gaps)."""
-    from chakra.whatif.autocast_cpu import _windows
-
-    parent = _windows(nodes)
+    parent = windows(nodes)
     ids = {n.id: n for n in nodes}
     per: dict[int, float] = {}
     for n in nodes:
