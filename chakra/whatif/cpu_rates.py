@@ -162,7 +162,7 @@ class Timer:
             return self.cache[key]
         torch = self.torch
         try:
-            if any(t[5] != "cpu" for t in _flat_tensors(vals)):
+            if any(t[5] not in ("cpu", "") for t in _flat_tensors(vals)):  # "": an undefined tensor
                 raise ValueError("a device tensor: only CPU operators are timed here")
             low = self._runnable(unit, shapes)
             copies = _copies(vals)
