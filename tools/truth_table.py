@@ -14,6 +14,7 @@ et.0.json.gz, kineto.0.json.gz, manifest.json), and prints two tables (docs/what
 
     python tools/truth_table.py /tmp/truth                 # markdown
     python tools/truth_table.py /tmp/truth --json
+    python tools/truth_table.py /tmp/truth --amp-measure   # CPU amp timed here (amp --on cpu --measure)
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from chakra.io import read_traces
 from chakra.record.manifest import truth_of
 from chakra.whatif import recipes
 
+#: --amp-measure: amp on CPU runs times the operators here (`amp --on cpu --measure`, one thread)
+AMP_MEASURE = False
 #: variant -> the what-if recipe that predicts it from the fp32 run
 RECIPE_OF = {"fused": "fused-optimizer", "bf16": "amp", "fp16": "amp", "cudagraph": "cuda-graphs"}
 
@@ -54,6 +57,8 @@ def _recipe(name: str, variant: str, base: list, peaks: dict[str, float], device
         return recipes.fused_optimizer(base)
     if name == "amp":
         kw: dict[str, Any] = {"grad_scaler": variant == "fp16", "on": "gpu" if device == "cuda" else "cpu"}
+        if device == "cpu" and AMP_MEASURE:  # this host's bf16/fp32 operator times (chakra.whatif.cpu_rates)
+            return recipes.amp(base, on="cpu", measure=True, threads=1)
         low = peaks.get(f"matmul_{variant}_flops")  # the measured peak of the precision the run used
         if low and peaks.get("matmul_fp32_flops"):
             kw.update(compute_speedup=low / peaks["matmul_fp32_flops"], memory_speedup=1.0)
@@ -185,7 +190,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     ap.add_argument("--jobs", type=int, default=1, help="runs converted at once (default 1)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--amp-measure", action="store_true", help="CPU runs: amp measured on this host (torch), not fixed factors"
+    )
     args = ap.parse_args(argv)
+    global AMP_MEASURE
+    AMP_MEASURE = args.amp_measure
     if not runs(args.root):
         print(f"{args.root}: no run folders with a manifest.json", file=sys.stderr)
         return 1

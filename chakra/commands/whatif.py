@@ -109,6 +109,15 @@ def whatif_cmd(
     grad_scaler: bool = typer.Option(
         False, "--grad-scaler", help="amp: fp16 with GradScaler (the optimizer step waits for the device's inf check)."
     ),
+    measure: bool = typer.Option(
+        False,
+        "--measure",
+        help="amp --on cpu: time each operator the trace runs in fp32 and under bf16 autocast on this host "
+        "(torch, the [torch] extra) instead of fixed factors.",
+    ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="amp --measure: torch CPU threads while timing (the training run's; default torch's)."
+    ),
     comm: CommMode = typer.Option(CommMode.model, "--comm", help="model | replay (recorded comm durations)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps in the trace (default: ProfilerStep count)."),
     no_simulate: bool = typer.Option(False, "--no-simulate", help="Only write the what-if traces."),
@@ -131,6 +140,7 @@ def whatif_cmd(
       [bold]chakra whatif moe --recipe rebalance-routing[/]
       [bold]chakra whatif run --recipe straggler --rank 3 --factor 1.2[/]   (one rank 20% slower)
       [bold]chakra whatif run --recipe cuda-graphs[/]   (host launch work gone: device time + one graph launch)
+      [bold]chakra whatif cpu_run --recipe amp --on cpu --measure --threads 1[/]   (bf16 autocast, timed here)
 
     Times describe the run the traces describe: a converted PyTorch recording is the untraced
     run (the profiler's cost removed on conversion), so speedups are real-run speedups; the
@@ -167,6 +177,9 @@ def whatif_cmd(
             "memory_speedup": memory_speedup,
             "ridge": ridge,
             "grad_scaler": grad_scaler,
+            "measure": measure,
+            "threads": threads,
+            "quiet": quiet,
             "network": network if recipe == "network-bandwidth" or comm_cpu_fraction is not None else None,
         }
         result = apply_recipe(recipe, base, **opts)

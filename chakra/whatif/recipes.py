@@ -6,7 +6,8 @@ modelling follows Daydream §5:
 
 - `amp`: device kernels that are compute-bound (arithmetic intensity num_ops/tensor_size at or
   above the ridge point, or gemm/conv-like names) run 3x faster, memory-bound ones 2x; CPU tasks
-  are unchanged;
+  are unchanged; with `on="cpu", measure=True` a CPU run's bf16 autocast is predicted from each
+  operator timed on this host in fp32 and bf16 (chakra.whatif.cpu_rates);
 - `fused-optimizer`: all tasks of each optimizer step are replaced by one fused task whose
   duration is the sum of the removed compute kernels (device kernels, or on a CPU-only trace the
   operators that carry num_ops); CPU launch/dispatch overhead disappears;
@@ -107,8 +108,16 @@ def amp(
     keep_optimizer: bool = True,
     pattern: str = OPTIMIZER,
     grad_scaler: bool = False,
+    measure: bool = False,
+    threads: Optional[int] = None,
+    quiet: bool = True,
 ) -> WhatIf:
     """Automatic mixed precision: compute-bound kernels / 3, memory-bound / 2, CPU unchanged.
+
+    `on="cpu"` with `measure` (a CPU training run switched to bf16 autocast): every operator whose
+    dtypes autocast changes is rebuilt with torch and timed on this host in fp32 and in bf16
+    (`chakra.whatif.cpu_rates`, with `threads` torch threads); without `measure` the fixed factors
+    below apply and the note says the CPU prediction is unmeasured.
 
     A kernel is compute-bound when num_ops/tensor_size >= `ridge` FLOP/byte, memory-bound when
     below; kernels without those attributes are classified by name (gemm/conv-like vs
@@ -129,7 +138,13 @@ def amp(
     """
     if compute_speedup <= 0 or memory_speedup <= 0:
         raise InputError("amp speedups must be > 0")
+    if measure and on != "cpu":
+        raise InputError("amp --measure times operators on this CPU: it needs --on cpu")
     gs = graphs(clone(traces))
+    if measure:
+        from chakra.whatif.cpu_rates import apply_measured, stderr_progress
+
+        return _finish("amp", gs, notes=apply_measured(gs, threads=threads, progress=stderr_progress(quiet)))
     comp_rx = re.compile(COMPUTE_BOUND, re.I)
     mem_rx = re.compile(MEMORY_BOUND, re.I)
     pred = by_type(NodeType.COMP_NODE) & by_resource(on)
@@ -169,6 +184,8 @@ def amp(
         notes.append(f"no {on} compute node: nothing to speed up (a CPU-only trace needs --on cpu)")
     if grad_scaler:
         notes.append(f"{synced} optimizer step(s) wait for the device (GradScaler's inf check)")
+    if on == "cpu":
+        notes.append("CPU bf16 prediction unmeasured (GPU factors); --measure times each operator on this host")
     return _finish("amp", gs, notes=notes)
 
 
@@ -1039,7 +1056,10 @@ def predict(
 # ----------------------------------------------------------------------------- registry
 
 RECIPES: dict[str, tuple[Callable[..., WhatIf], str]] = {
-    "amp": (amp, "mixed precision: compute-bound kernels /3, memory-bound /2, CPU unchanged"),
+    "amp": (
+        amp,
+        "mixed precision: compute-bound kernels /3, memory-bound /2; CPU bf16 timed here with --on cpu --measure",
+    ),
     "fused-optimizer": (fused_optimizer, "each optimizer step fused into one kernel (FusedAdam)"),
     "scale-compute": (scale_compute, "compute F times faster"),
     "network-bandwidth": (network_bandwidth, "network bandwidth times F"),
