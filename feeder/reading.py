@@ -11,7 +11,7 @@
 - a JSON-form file or an in-memory `Trace`: indexed from its nodes, which are kept.
 
 The simulator (`chakra.sim.loading.RankLoader`, which adds the comparison with a template and the
-compile), the ASTRA-sim checks (`chakra.sim.loading.read_shared`) and the feeder
+compile), the ASTRA-sim checks (`chakra.sim.loading.FramedFiles.read`) and the feeder
 (`chakra.feeder.et_feeder.ETFeeder`) read their ranks here.
 """
 

@@ -1740,30 +1740,32 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
-def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tuple[list[Trace], list[pb.Node]]:
+def _read_framed(
+    args: list, framed: Any, raw: dict[int, bytes], rows: dict[int, Any]
+) -> tuple[list[Trace], list[pb.Node]]:
     """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
-    `shared`), each plain `.et` file through `chakra.sim.loading.read_shared`: the simulation that
-    follows in this process takes the same nodes' rows instead of reading the file again. `raw`
-    gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) -> its
-    nodes' rows among the distinct nodes returned with the traces."""
+    `shared`), each plain `.et` file through `framed` (`chakra.sim.loading.FramedFiles`), which the
+    simulation that follows takes the same nodes' rows from instead of reading the file again.
+    `raw` gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) ->
+    its nodes' rows among the distinct nodes returned with the traces."""
     from google.protobuf.message import DecodeError
 
     from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
-    from chakra.sim.loading import read_shared
 
     out = []
     shared: dict[bytes, pb.Node] = {}  # files read by read_trace (gzip, JSON, large)
-    store = None
+    any_framed = False
     for pos, (rank, path) in enumerate(expand_trace_args(args)):
         rank = rank if rank is not None else rank_from_path(path)
         trace = None
         try:
-            got = read_shared(path)
+            got = framed.read(path)
             if got is not None:
-                head, nodes, node_rows, store = got
+                head, nodes, node_rows = got
                 metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
                 trace = Trace(metadata=metadata, nodes=nodes, rank=rank, path=path)
                 rows[id(trace)] = node_rows
+                any_framed = True
         except DecodeError:
             trace = None  # read_trace says where
         if trace is None:
@@ -1771,25 +1773,37 @@ def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tup
         if trace.rank is None:
             trace.rank = pos
         out.append(trace)
-    raw.update({id(node): framed for framed, node in shared.items()})
-    if store is None:
+    raw.update({id(node): message for message, node in shared.items()})
+    if not any_framed:
         return out, []
+    store = framed.store
     raw.update(zip(map(id, store.nodes), store.messages))
     return out, store.nodes
 
 
 def simulate_plan(
-    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, memory: Any = None
+    trace_args: Any,
+    comm_groups: Any,
+    network: Any,
+    system: Any,
+    backend: str,
+    memory: Any = None,
+    framed: Any = None,
 ) -> Optional[Plan]:
-    """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+    """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs).
+    `framed`: a `chakra.sim.loading.FramedFiles` the rank files are read into, for the simulation
+    that follows to take (`SimOptions.framed`); None: a fresh one, dropped afterwards."""
     from chakra.commgroups import groups_beside, read_comm_groups
     from chakra.sim.config import load_memory, load_network, load_system
+    from chakra.sim.loading import FramedFiles
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
     raw: dict[int, bytes] = {}  # what each distinct node was read from
     rows: dict[int, Any] = {}
-    traces, distinct = (given, []) if given else _read_shared(args, raw, rows)  # SPMD ranks share nodes
+    if framed is None:
+        framed = FramedFiles()
+    traces, distinct = (given, []) if given else _read_framed(args, framed, raw, rows)  # SPMD ranks share nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)

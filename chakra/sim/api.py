@@ -244,6 +244,7 @@ class SimOptions:
     traffic: bool = False
     traffic_bins: int = 40
     fold: bool = True
+    framed: Any = None  # chakra.sim.loading.FramedFiles: rank files already read (by the ASTRA-sim checks)
 
     def __post_init__(self) -> None:
         if self.traffic and not 1 <= self.traffic_bins <= 10_000:
@@ -378,7 +379,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     loader = RankLoader(
         system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=opts.log_path is not None,
         slots=(caps["cpu"], caps["gpu"], caps["comm"]), missing_deps=opts.missing_deps, groups=setup.groups,
-        warnings=setup.warnings, ranks=setup.n,
+        warnings=setup.warnings, ranks=setup.n, framed=opts.framed,
     )  # fmt: skip
     engines: list[RankEngine] = []
     for rank, src in setup.sources:

@@ -203,7 +203,6 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
     fixes must be exactly those of traces read node by node."""
     from chakra.commgroups import groups_beside
     from chakra.export.astrasim import grouped, plan, simulate_plan, warning_lines
-    from chakra.sim.loading import forget_framed
 
     if source == "transformer-3d":
         prefix = tmp_path / "t"
@@ -230,13 +229,10 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         assert len(summary.issues) == len({i.code for i in plain.issues})
         # ... and as the command reads them (framed once, for the simulation too; a compute node's
         # findings replayed on the compute nodes with the same attributes)
-        try:
-            read = simulate_plan(str(prefix), None, None, None, backend)
-            assert warning_lines(read) == warning_lines(plain)
-            assert grouped(read.issues, read.tallies) == grouped(plain.issues)
-            assert dict(read.counts) == dict(plain.counts)
-        finally:
-            forget_framed()
+        read = simulate_plan(str(prefix), None, None, None, backend)
+        assert warning_lines(read) == warning_lines(plain)
+        assert grouped(read.issues, read.tallies) == grouped(plain.issues)
+        assert dict(read.counts) == dict(plain.counts)
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
         assert len(shared) * 2 < sum(len(t.nodes) for t in traces)
 
