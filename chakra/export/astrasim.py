@@ -82,7 +82,8 @@ KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 # plain ints for the per-node tests (an IntEnum member costs a class lookup and a slower compare)
 _COMP, _COLL, _METADATA = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), int(NodeType.METADATA_NODE)
-_SEND = int(NodeType.COMM_SEND_NODE)
+_SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
+_ALL_REDUCE = int(CollectiveType.ALL_REDUCE)
 _P2P_OR_COLL = frozenset({_COLL, _SEND, int(NodeType.COMM_RECV_NODE)})
 _UNSET: Any = object()
 
@@ -455,6 +456,8 @@ class _Planner:
         recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
         deps = self.deps
         shared, clean = self.shared_nodes, self.clean_compute
+        plain_rows = self._plain_rows(rename, members)
+        fixes, subgroups, coll_order = self.fixes, self.subgroups, self.coll_order
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             cols = self.columns[pos]
@@ -475,8 +478,31 @@ class _Planner:
             replayed: list[int] = []
             walk = self._to_walk(cols, pending, replayed)
             again = set(replayed).intersection(suspects) if replayed and suspects else set()
+            # `_plain_comm` inline, from each distinct row's reading (`_plain_rows`): most of the walk
+            row_of = cols.rows.tolist() if plain_rows is not None and cols.rows is not None else None
+            ids_of = cols.ids.tolist() if row_of is not None else None
+            mine = None  # fixes[r], made as `_plain_comm` makes it
             for i in walk:
                 n = order[i]
+                if row_of is not None and i not in suspects:
+                    got = plain_rows[row_of[i]]  # type: ignore[index]
+                    if got is not None:
+                        if got[0]:  # a collective
+                            _, group, world, sub, pg, size = got
+                            if r in group:
+                                if mine is None:
+                                    mine = fixes[r]
+                                if mine.get(ids_of[i]) is None:  # type: ignore[index]
+                                    if sub is not None:
+                                        subgroups[r][sub].add(pg)
+                                    colls[pg][r].append((n, size))
+                                    coll_order[r].append((n, world))
+                                    continue
+                        else:
+                            _, me, key, size, send = got
+                            if me == r:
+                                (sends if send else recvs)[key].append((r, n, size))
+                                continue
                 if i in suspects:
                     nid, ds = n.id, deps(n)
                     self._dep_findings(r, n, ds, ids, bad)
@@ -914,6 +940,69 @@ class _Planner:
             size = 1
         key = (src, dst, int(self.get(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
+
+    def _plain_rows(self, rename: dict, members: dict) -> Optional[list[Optional[tuple]]]:
+        """With the nodes' rows among the distinct ones (`simulate_plan`): each distinct row's
+        `_plain_reading` as the walk takes it inline, (True, *a collective's) or (False, *a send's or
+        receive's, whether a send), None for a row `node` walks (a compute node, or a communication
+        node whose checks could raise or fix something). None without such rows."""
+        if not self.shared_nodes or self.raw is None or self._distinct is None:
+            return None
+        if any(cols.rows is None for cols in self.columns):
+            return None
+        import numpy as np
+
+        nodes, types = self._distinct
+        out: list[Optional[tuple]] = [None] * len(nodes)
+        comm = np.flatnonzero((types == _COLL) | (types == _SEND) | (types == _RECV)).tolist()
+        # `_plain_reading` of each row, its tests in the same order with what they read hoisted
+        read = self._read_by_id
+        splits = max(1, self.sysc.preferred_dataset_splits)
+        least = splits * 2 * self.n if "halvingDoubling" in self.sysc.implementation("all_reduce") else 0
+        network, all_gather, all_reduce = NETWORK_COLLECTIVES, int(CollectiveType.ALL_GATHER), int(_ALL_REDUCE)
+        groups: dict[str, Optional[tuple]] = {}  # pg_name -> (members, over every rank?) or None
+        for row, t in zip(comm, types[comm].tolist()):
+            node = nodes[row]
+            got = read.get(id(node))
+            if got is None:
+                got = read[id(node)] = read_attrs(node)
+            v, misplaced = got
+            if v.get("is_cpu_op") is True or (misplaced and any(found != "none" for _, found, _ in misplaced)):
+                continue
+            if t == _COLL:
+                ctype, size = v.get("comm_type"), v.get("comm_size")
+                if not isinstance(ctype, int) or not isinstance(size, int) or ctype not in network:
+                    continue
+                pg = str(v.get("pg_name") or "")
+                group = groups.get(pg, _UNSET)
+                if group is _UNSET:
+                    group = groups[pg] = self._plain_group(pg, rename, members)
+                if group is None:
+                    continue
+                if size >= 0 and (size < splits if ctype == all_gather else ctype == all_reduce and size < least):
+                    continue
+                members_set, world = group
+                sub = ctype if not world and ctype in _IMPL_KEY else None
+                out[row] = (True, members_set, world, sub, pg, size)
+                continue
+            src, dst, size = v.get("comm_src"), v.get("comm_dst"), v.get("comm_size")
+            if not all(isinstance(x, int) for x in (src, dst, size)) or src == dst or size <= 0:
+                continue
+            send = t == _SEND
+            out[row] = (False, src if send else dst, (src, dst, int(v.get("comm_tag") or 0)), size, send)
+        return out
+
+    def _plain_group(self, pg: str, rename: dict, members: dict) -> Optional[tuple[frozenset[int], bool]]:
+        """For `_plain_rows`: a process group's members and whether it spans every rank, or None
+        where its collectives' checks could raise or fix something (renamed, every rank's, or one
+        rank)."""
+        group = members.get(rename.get(pg, pg), ())
+        if rename.get(pg, pg) != pg or pg in ("", "0") or len(group) < 2:
+            return None
+        members_set = self._member_sets.get(pg)
+        if members_set is None:
+            members_set = self._member_sets[pg] = frozenset(group)
+        return members_set, len(group) == self.n
 
     def _plain_comm(
         self, r: int, n: pb.Node, t: int, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict
