@@ -370,10 +370,20 @@ class _Planner:
         import numpy as np
 
         used: dict[str, set[int]] = defaultdict(set)
+        pg_of: dict[int, str] = {}  # with shared nodes: distinct row -> its pg_name, read once
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             cols = self.columns[pos]
-            for n in [cols.order[i] for i in np.flatnonzero(cols.types == _COLL).tolist()]:
+            at = np.flatnonzero(cols.types == _COLL)
+            if self._distinct is not None and cols.rows is not None:
+                nodes = self._distinct[0]
+                for row in set(cols.rows[at].tolist()):
+                    pg = pg_of.get(row)
+                    if pg is None:
+                        pg = pg_of[row] = str(self.get(nodes[row], "pg_name", "") or "")
+                    used[pg].add(r)
+                continue
+            for n in [cols.order[i] for i in at.tolist()]:
                 used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
@@ -1364,6 +1374,65 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
     return _RankColumns(list(order), types, suspects, later, metadata, rows, ids)
 
 
+_ID_BITS = 40  # `_all_ranks_columns` keys a node by (rank position, id) in one int64 below these ids
+
+
+def _all_ranks_columns(nodes_of: list[list[pb.Node]], cols: _Columns, rows_of: list[Any]) -> list[_RankColumns]:
+    """`_rank_columns` of every rank at once: the ranks' rows one after another, each node keyed by
+    (rank position, id) so that one search finds every rank's dependencies among its own ids (a
+    thousand ranks of a hundred nodes: the per-rank numpy calls were most of the work). Ranks whose
+    ids are not in order, or ids of 2^40 and more: rank by rank."""
+    import numpy as np
+
+    k = len(rows_of)
+    sizes = np.fromiter(map(len, rows_of), dtype=np.int64, count=k)
+    total = int(sizes.sum())
+    if not k or not total or k >= 1 << (63 - _ID_BITS):
+        return [_rank_columns(n, cols, r) for n, r in zip(nodes_of, rows_of)]
+    rows = np.concatenate(rows_of)
+    ids = cols.ids[rows]
+    rank = np.repeat(np.arange(k, dtype=np.int64), sizes)
+    if int(ids.max()) >> _ID_BITS or not bool((ids[1:] >= ids[:-1])[rank[1:] == rank[:-1]].all()):
+        return [_rank_columns(n, cols, r) for n, r in zip(nodes_of, rows_of)]
+    key = (rank << _ID_BITS) | ids.astype(np.int64)  # ascending: ranks in turn, each its ids in order
+    types = cols.types[rows]
+    starts = np.cumsum(sizes) - sizes
+    odd_at: list[Any] = []
+    later_at: list[Any] = []
+    for all_lens, all_starts, values in cols.deps:
+        lens = all_lens[rows]
+        n_deps = int(lens.sum())
+        if not n_deps:
+            continue
+        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(n_deps)]
+        child = np.repeat(ids, lens)
+        dep_rank = np.repeat(rank, lens)
+        big = (deps >> np.uint64(_ID_BITS)) != 0  # an id no node has: absent
+        want = (dep_rank << _ID_BITS) | np.where(big, 0, deps).astype(np.int64)
+        at = np.minimum(np.searchsorted(key, want), total - 1)
+        odd = (deps >= child) | (key[at] != want) | big
+        odd_at.append(np.repeat(np.arange(total), lens)[odd])
+        later_at.append(dep_rank[deps > child])
+    odd_pos = np.unique(np.concatenate(odd_at)) if odd_at else np.zeros(0, dtype=np.int64)
+    later = np.zeros(k, dtype=bool)
+    for at in later_at:
+        later[at] = True
+    odd_rank = rank[odd_pos]
+    odd_cut = np.searchsorted(odd_rank, np.arange(k + 1)).tolist()
+    odd_local = (odd_pos - starts[odd_rank]).tolist()
+    meta_pos = np.flatnonzero(types == _METADATA)
+    meta_rank = rank[meta_pos]
+    meta_cut = np.searchsorted(meta_rank, np.arange(k + 1)).tolist()
+    meta_local = (meta_pos - starts[meta_rank]).tolist()
+    ends = (starts + sizes).tolist()
+    out = []
+    for i, (nodes, a, b) in enumerate(zip(nodes_of, starts.tolist(), ends)):
+        suspects = set(odd_local[odd_cut[i] : odd_cut[i + 1]])
+        metadata = [nodes[j] for j in meta_local[meta_cut[i] : meta_cut[i + 1]]]
+        out.append(_RankColumns(list(nodes), types[a:b], suspects, bool(later[i]), metadata, rows_of[i], ids[a:b]))
+    return out
+
+
 def _no_rows(n: int) -> Any:
     import numpy as np
 
@@ -1390,7 +1459,7 @@ def _all_rank_columns(
         index = dict(zip(map(id, distinct), range(len(distinct))))
         rows_of = [rows[1][id(t)] for t in traces]
         cols = _Columns(distinct)
-        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
+        return _all_ranks_columns([t.nodes for t in traces], cols, rows_of), index, (distinct, cols.types)
     index = {}
     found: dict[int, pb.Node] = {}
     rows_of = []
@@ -1405,7 +1474,7 @@ def _all_rank_columns(
         rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
     distinct = list(found.values())
     cols = _Columns(distinct)
-    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
+    return _all_ranks_columns([t.nodes for t in traces], cols, rows_of), index, (distinct, cols.types)
 
 
 @functools.cache
