@@ -56,6 +56,7 @@ from chakra.schema import CollectiveType, NodeType, collective_name, node_type_n
 from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import MemoryConfig, NetworkConfig, SystemConfig, default_network
+from chakra.sim.nogc import without_gc
 from chakra.trace import Trace, rank_set_problem
 
 #: Collectives ASTRA-sim moves through its network model.
@@ -1939,6 +1940,7 @@ def _read_framed(
     return out, store.nodes
 
 
+@without_gc
 def simulate_plan(
     trace_args: Any,
     comm_groups: Any,

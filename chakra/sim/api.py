@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gc
 import os
 import time
 from collections.abc import Sequence
@@ -36,6 +34,7 @@ from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
+from chakra.sim.nogc import without_gc
 from chakra.trace import Trace, rank_set_problem
 
 PathLike = Union[str, os.PathLike]
@@ -197,23 +196,6 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     return out
 
 
-def _without_gc(fn: Callable) -> Callable:
-    """Run with the cyclic garbage collector paused: the simulator allocates millions of small
-    acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return wrapper
-
-
 @dataclass(frozen=True)
 class SimOptions:
     """How to simulate, checked when made (bad values raise ConfigError): `simulate()`'s options.
@@ -288,7 +270,7 @@ class _Setup:
         return len(self.sources)
 
 
-@_without_gc
+@without_gc
 def simulate(
     traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]],
     network: Union[NetworkConfig, PathLike, None] = None,
