@@ -1376,13 +1376,28 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
 
 
 _ID_BITS = 40  # `_all_ranks_columns` keys a node by (rank position, id) in one int64 below these ids
+_AT_ONCE = 1 << 16  # nodes indexed in one pass: a dozen arrays of this length at a time, not of the job's
 
 
 def _all_ranks_columns(nodes_of: list[list[pb.Node]], cols: _Columns, rows_of: list[Any]) -> list[_RankColumns]:
-    """`_rank_columns` of every rank at once: the ranks' rows one after another, each node keyed by
-    (rank position, id) so that one search finds every rank's dependencies among its own ids (a
-    thousand ranks of a hundred nodes: the per-rank numpy calls were most of the work). Ranks whose
-    ids are not in order, or ids of 2^40 and more: rank by rank."""
+    """`_rank_columns` of every rank, ranks of up to `_AT_ONCE` nodes in all at once
+    (`_ranks_columns_at_once`: a thousand ranks of a hundred nodes each cost a dozen numpy calls
+    per rank; the passes' length bounds the memory they take)."""
+    out: list[_RankColumns] = []
+    start, total = 0, 0
+    for i, rows in enumerate(rows_of):
+        if total and total + len(rows) > _AT_ONCE:
+            out.extend(_ranks_columns_at_once(nodes_of[start:i], cols, rows_of[start:i]))
+            start, total = i, 0
+        total += len(rows)
+    out.extend(_ranks_columns_at_once(nodes_of[start:], cols, rows_of[start:]))
+    return out
+
+
+def _ranks_columns_at_once(nodes_of: list[list[pb.Node]], cols: _Columns, rows_of: list[Any]) -> list[_RankColumns]:
+    """`_rank_columns` of these ranks at once: their rows one after another, each node keyed by
+    (rank position, id) so that one search finds every rank's dependencies among its own ids.
+    Ranks whose ids are not in order, or ids of 2^40 and more: rank by rank."""
     import numpy as np
 
     k = len(rows_of)
@@ -1933,9 +1948,9 @@ def _read_framed(
             trace.rank = pos
         out.append(trace)
     raw.update({id(node): message for message, node in shared.items()})
-    if not any_framed:
-        return out, []
     store = framed.store
+    if not any_framed or store is None:
+        return out, []
     raw.update(zip(map(id, store.nodes), store.messages))
     return out, store.nodes
 

@@ -150,7 +150,9 @@ class FramedFiles:
     inode, size or mtime) is read afresh."""
 
     def __init__(self) -> None:
-        self.store = NodeStore()  # the job's distinct nodes
+        # the job's distinct nodes; None once every file read was taken (the simulation holds them
+        # from there, and lets them go with its loader)
+        self.store: Optional[NodeStore] = NodeStore()
         # (device, inode, size, mtime) -> the file's GlobalMetadata message and its nodes' rows
         self.files: dict[tuple[int, int, int, int], tuple[bytes, Any]] = {}
 
@@ -162,6 +164,8 @@ class FramedFiles:
         messages = file_messages(path)
         if messages is None:
             return None
+        if self.store is None:
+            self.store = NodeStore()
         rows = self.store.rows(messages[1:])
         nodes = self.store.decoded(rows)
         key = _file_key(path)
@@ -174,10 +178,13 @@ class FramedFiles:
         (each file taken once); None when it did not read this file as it is now."""
         key = _file_key(path) if self.files else None
         got = self.files.pop(key, None) if key is not None else None
-        if got is None:
+        if got is None or self.store is None:
             return None
         head, rows = got
-        return [head, *map(self.store.messages.__getitem__, rows.tolist())], rows
+        messages = [head, *map(self.store.messages.__getitem__, rows.tolist())]
+        if not self.files:
+            self.store = None  # every file taken: not kept past the simulation's loading
+        return messages, rows
 
     def forget(self) -> None:
         """Drop what no simulation took."""
@@ -189,7 +196,7 @@ def _take_framed(
 ) -> tuple[Optional[list[bytes]], Any]:
     """A file's messages (`file_messages`) and its nodes' rows in `store` (None: not a plain
     `.et` file; no rows unless `shared`), from `framed` when it read the file into this store."""
-    if framed is not None and framed.store is store:
+    if framed is not None and framed.store is not None and framed.store is store:
         got = framed.take(path)
         if got is not None:
             return got

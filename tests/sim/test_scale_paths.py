@@ -102,6 +102,12 @@ def test_files_read_for_the_checks_are_taken_by_the_simulation_and_stay_exact(tm
     assert alone.finish_ns > 0
     # the module keeps nothing between runs: a simulation without `framed` reads its files itself
     assert not any(isinstance(v, loading.FramedFiles) for v in vars(loading).values())
+    # every file taken: the job's nodes are not kept past the simulation's loading
+    framed = loading.FramedFiles()
+    assert all(framed.read(f) for f in files)
+    whole = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False, framed=framed)
+    assert framed.store is None and not framed.files
+    assert whole.ranks == after.ranks and whole.node_times == after.node_times
 
 
 def test_remembered_attributes_index_every_file_as_alone(tmp_path):
