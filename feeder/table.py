@@ -620,7 +620,10 @@ class DistinctColumns:
     def missing(self, rows: Any) -> Any:
         """Those of `rows` not read yet, once each, ascending."""
         self.done.fit(int(rows.max()) + 1 if len(rows) else 0)
-        return np.unique(rows[~self.done.a[rows]])
+        # np.unique's way, sort then keep the first of each run, without its look for a masked
+        # array: that imports numpy.ma (17 ms of a small command's start)
+        fresh = np.sort(rows[~self.done.a[rows]])
+        return fresh[np.concatenate(([True], fresh[1:] != fresh[:-1]))] if len(fresh) else fresh
 
     def add(self, path: Optional[Path], rows: Any, nodes: Sequence[Any], framed: list[bytes]) -> None:
         """Read distinct rows (decoded `nodes`, their framed messages `framed`): `_Builder`'s reading,
