@@ -663,8 +663,9 @@ def _simulated_times(sources: Sequence[Any], network: Any, system: Any) -> dict[
     result spells every node's times out as a dict of tuples (about 200 bytes a node), which
     costs more than the whole analysis. The steps are `simulate`'s own, with default options."""
     from chakra.sim import api
+    from chakra.sim.nogc import without_gc
 
-    @api._without_gc
+    @without_gc
     def run() -> dict[int, Times]:
         opts = api.SimOptions()
         setup = api._prepare(sources, network, system, None, opts)

@@ -45,6 +45,19 @@ def prefix_of(path: PathLike) -> Optional[Path]:
     return p.with_name(m.group("prefix")) if m else None
 
 
+def _prefixes(files: list[Path]) -> set[Optional[Path]]:
+    """`prefix_of` of each file, as a set: the names matched as strings, one Path per prefix (a
+    thousand rank files of one PREFIX make one)."""
+    from chakra.io import _RANK_RE
+
+    found: set[Optional[str]] = set()
+    for p in files:
+        head, sep, name = os.fspath(p).rpartition(os.sep)
+        m = _RANK_RE.match(name)
+        found.add(head + sep + m.group("prefix") if m else None)
+    return {None if text is None else Path(text) for text in found}
+
+
 def find_beside(args: Sequence[Any]) -> Optional[Path]:
     """The `PREFIX.comm_groups.json` of the traces named by CLI-style arguments (PREFIXes, rank
     files, or Traces read from rank files), when exactly one such file exists; None otherwise (no
@@ -62,7 +75,7 @@ def find_beside(args: Sequence[Any]) -> Optional[Path]:
             files = [p for _, p in expand_traces([arg])]
         except InputError:
             files = []
-        for prefix in {prefix_of(p) for p in files} if files else {Path(arg)}:
+        for prefix in _prefixes(files) if files else {Path(arg)}:
             if prefix is None:
                 continue
             cand = comm_groups_path(prefix)

@@ -11,7 +11,7 @@
 - a JSON-form file or an in-memory `Trace`: indexed from its nodes, which are kept.
 
 The simulator (`chakra.sim.loading.RankLoader`, which adds the comparison with a template and the
-compile), the ASTRA-sim checks (`chakra.sim.loading.read_shared`) and the feeder
+compile), the ASTRA-sim checks (`chakra.sim.loading.FramedFiles.read`) and the feeder
 (`chakra.feeder.et_feeder.ETFeeder`) read their ranks here.
 """
 
@@ -30,6 +30,9 @@ from chakra.errors import InputError, TraceFormatError
 from chakra.feeder.table import NodeTable, gunzip_to_temp, table_from_et, table_from_messages, table_from_nodes
 from chakra.io import (
     GZIP_MAGIC,
+    MAX_EMPTY_MESSAGES,
+    MAX_MESSAGE_BYTES,
+    _peek_length,
     _prefix_size,
     input_file_errors,
     is_gzip,
@@ -60,15 +63,45 @@ def file_messages(path: Path) -> Optional[list[bytes]]:
             os.close(fd)
     if not is_plain(data):
         return None
-    framed: list[bytes] = []
-    try:
-        for _, _, batch in iter_payload_batches(path, io.BytesIO(data)):
-            framed.extend(batch)
-    except TraceFormatError:
-        return None
+    framed = _frame(data)
+    if framed is None:  # anything unusual: the streaming framer's checks, whose errors say what
+        framed = []
+        try:
+            for _, _, batch in iter_payload_batches(path, io.BytesIO(data)):
+                framed.extend(batch)
+        except TraceFormatError:
+            return None
     if not framed or not is_metadata(framed[0]):
         return None
     return framed
+
+
+def _frame(data: bytes) -> Optional[list[bytes]]:
+    """The framed messages of a whole file's bytes, as `iter_payload_batches` frames them, or None
+    where it would look closer (a prefix of more than 5 bytes, a message over `MAX_MESSAGE_BYTES`,
+    one cut short, many empty ones, another format's header). A thousand small rank files: its
+    buffering, per-batch bookkeeping and generator cost more than framing them here."""
+    if data.startswith(b"SQLite"):
+        return None
+    out: list[bytes] = []
+    append = out.append
+    pos, n = 0, len(data)
+    while pos < n:
+        b = data[pos]
+        if b < 0x80:
+            end = pos + 1 + b
+        else:
+            length, q = _peek_length(data, pos)
+            if length < 0 or q - pos > 5 or length > MAX_MESSAGE_BYTES:
+                return None
+            end = q + length
+        if end > n:
+            return None
+        append(data[pos:end])
+        pos = end
+    if out.count(b"\x00") > MAX_EMPTY_MESSAGES:
+        return None
+    return out
 
 
 def is_plain(head: bytes) -> bool:

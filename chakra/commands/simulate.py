@@ -169,7 +169,12 @@ def simulate_cmd(
         memory = load_memory(memory) if memory is not None else None
         # What the real ASTRA-sim would do on these files, worked out before the run: where it hangs
         # on how the run goes (a memory rank ending on a send/recv), the run records node times.
-        astra = _astrasim_plan(traces, comm_group, network, system, memory, congestion.value, comm.value)
+        # The rank files are read once: the checks read them into `framed`, the simulation takes them.
+        from chakra.sim.loading import FramedFiles
+
+        framed = FramedFiles()
+        astra = _astrasim_plan(traces, comm_group, network, system, memory, congestion.value, comm.value, framed)
+        options = replace(options, framed=framed)
         recording = _recording(traces)
         # node times are kept for a converted PyTorch recording (its steps are reported) and for a
         # memory rank whose ASTRA-sim outcome depends on how it ends
@@ -414,7 +419,14 @@ _SAID_BY_THE_SIMULATOR = frozenset(
 
 
 def _astrasim_plan(
-    traces: Any, comm_group: Any, network: Any, system: Any, memory: Any, congestion: str, comm: str
+    traces: Any,
+    comm_group: Any,
+    network: Any,
+    system: Any,
+    memory: Any,
+    congestion: str,
+    comm: str,
+    framed: Any = None,
 ) -> Any:
     """The checks of `validate --for astra-sim` on these inputs (`chakra.export.astrasim.Plan`), in
     model mode only: a replay of recorded durations answers another question (what the recorded run
@@ -423,7 +435,7 @@ def _astrasim_plan(
         return None
     from chakra.export.astrasim import simulate_plan
 
-    return simulate_plan(traces, comm_group, network, system, congestion, memory)
+    return simulate_plan(traces, comm_group, network, system, congestion, memory, framed)
 
 
 def _astrasim_warnings(astra: Any, result: Any) -> list[str]:

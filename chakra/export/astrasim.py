@@ -56,6 +56,7 @@ from chakra.schema import CollectiveType, NodeType, collective_name, node_type_n
 from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import MemoryConfig, NetworkConfig, SystemConfig, default_network
+from chakra.sim.nogc import without_gc
 from chakra.trace import Trace, rank_set_problem
 
 #: Collectives ASTRA-sim moves through its network model.
@@ -82,7 +83,8 @@ KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 # plain ints for the per-node tests (an IntEnum member costs a class lookup and a slower compare)
 _COMP, _COLL, _METADATA = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), int(NodeType.METADATA_NODE)
-_SEND = int(NodeType.COMM_SEND_NODE)
+_SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
+_ALL_REDUCE = int(CollectiveType.ALL_REDUCE)
 _P2P_OR_COLL = frozenset({_COLL, _SEND, int(NodeType.COMM_RECV_NODE)})
 _UNSET: Any = object()
 
@@ -369,10 +371,20 @@ class _Planner:
         import numpy as np
 
         used: dict[str, set[int]] = defaultdict(set)
+        pg_of: dict[int, str] = {}  # with shared nodes: distinct row -> its pg_name, read once
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             cols = self.columns[pos]
-            for n in [cols.order[i] for i in np.flatnonzero(cols.types == _COLL).tolist()]:
+            at = np.flatnonzero(cols.types == _COLL)
+            if self._distinct is not None and cols.rows is not None:
+                nodes = self._distinct[0]
+                for row in set(cols.rows[at].tolist()):
+                    pg = pg_of.get(row)
+                    if pg is None:
+                        pg = pg_of[row] = str(self.get(nodes[row], "pg_name", "") or "")
+                    used[pg].add(r)
+                continue
+            for n in [cols.order[i] for i in at.tolist()]:
                 used[str(self.get(n, "pg_name", "") or "")].add(r)
         world = tuple(range(self.n))
         numeric = [int(k) for k in {*self.defined, *used} if k.isdigit()]
@@ -455,6 +467,8 @@ class _Planner:
         recvs: dict[tuple, list[tuple[int, pb.Node, int]]] = defaultdict(list)
         deps = self.deps
         shared, clean = self.shared_nodes, self.clean_compute
+        plain_rows = self._plain_rows(rename, members)
+        fixes, subgroups, coll_order = self.fixes, self.subgroups, self.coll_order
         for pos, t in enumerate(self.traces):
             r = _rank(t, pos)
             cols = self.columns[pos]
@@ -475,8 +489,31 @@ class _Planner:
             replayed: list[int] = []
             walk = self._to_walk(cols, pending, replayed)
             again = set(replayed).intersection(suspects) if replayed and suspects else set()
+            # `_plain_comm` inline, from each distinct row's reading (`_plain_rows`): most of the walk
+            row_of = cols.rows.tolist() if plain_rows is not None and cols.rows is not None else None
+            ids_of = cols.ids.tolist() if row_of is not None else None
+            mine = None  # fixes[r], made as `_plain_comm` makes it
             for i in walk:
                 n = order[i]
+                if row_of is not None and i not in suspects:
+                    got = plain_rows[row_of[i]]  # type: ignore[index]
+                    if got is not None:
+                        if got[0]:  # a collective
+                            _, group, world, sub, pg, size = got
+                            if r in group:
+                                if mine is None:
+                                    mine = fixes[r]
+                                if mine.get(ids_of[i]) is None:  # type: ignore[index]
+                                    if sub is not None:
+                                        subgroups[r][sub].add(pg)
+                                    colls[pg][r].append((n, size))
+                                    coll_order[r].append((n, world))
+                                    continue
+                        else:
+                            _, me, key, size, send = got
+                            if me == r:
+                                (sends if send else recvs)[key].append((r, n, size))
+                                continue
                 if i in suspects:
                     nid, ds = n.id, deps(n)
                     self._dep_findings(r, n, ds, ids, bad)
@@ -915,6 +952,69 @@ class _Planner:
         key = (src, dst, int(self.get(n, "comm_tag", 0) or 0))
         (sends if t == NodeType.COMM_SEND_NODE else recvs)[key].append((r, n, size))
 
+    def _plain_rows(self, rename: dict, members: dict) -> Optional[list[Optional[tuple]]]:
+        """With the nodes' rows among the distinct ones (`simulate_plan`): each distinct row's
+        `_plain_reading` as the walk takes it inline, (True, *a collective's) or (False, *a send's or
+        receive's, whether a send), None for a row `node` walks (a compute node, or a communication
+        node whose checks could raise or fix something). None without such rows."""
+        if not self.shared_nodes or self.raw is None or self._distinct is None:
+            return None
+        if any(cols.rows is None for cols in self.columns):
+            return None
+        import numpy as np
+
+        nodes, types = self._distinct
+        out: list[Optional[tuple]] = [None] * len(nodes)
+        comm = np.flatnonzero((types == _COLL) | (types == _SEND) | (types == _RECV)).tolist()
+        # `_plain_reading` of each row, its tests in the same order with what they read hoisted
+        read = self._read_by_id
+        splits = max(1, self.sysc.preferred_dataset_splits)
+        least = splits * 2 * self.n if "halvingDoubling" in self.sysc.implementation("all_reduce") else 0
+        network, all_gather, all_reduce = NETWORK_COLLECTIVES, int(CollectiveType.ALL_GATHER), int(_ALL_REDUCE)
+        groups: dict[str, Optional[tuple]] = {}  # pg_name -> (members, over every rank?) or None
+        for row, t in zip(comm, types[comm].tolist()):
+            node = nodes[row]
+            got = read.get(id(node))
+            if got is None:
+                got = read[id(node)] = read_attrs(node)
+            v, misplaced = got
+            if v.get("is_cpu_op") is True or (misplaced and any(found != "none" for _, found, _ in misplaced)):
+                continue
+            if t == _COLL:
+                ctype, size = v.get("comm_type"), v.get("comm_size")
+                if not isinstance(ctype, int) or not isinstance(size, int) or ctype not in network:
+                    continue
+                pg = str(v.get("pg_name") or "")
+                group = groups.get(pg, _UNSET)
+                if group is _UNSET:
+                    group = groups[pg] = self._plain_group(pg, rename, members)
+                if group is None:
+                    continue
+                if size >= 0 and (size < splits if ctype == all_gather else ctype == all_reduce and size < least):
+                    continue
+                members_set, world = group
+                sub = ctype if not world and ctype in _IMPL_KEY else None
+                out[row] = (True, members_set, world, sub, pg, size)
+                continue
+            src, dst, size = v.get("comm_src"), v.get("comm_dst"), v.get("comm_size")
+            if not all(isinstance(x, int) for x in (src, dst, size)) or src == dst or size <= 0:
+                continue
+            send = t == _SEND
+            out[row] = (False, src if send else dst, (src, dst, int(v.get("comm_tag") or 0)), size, send)
+        return out
+
+    def _plain_group(self, pg: str, rename: dict, members: dict) -> Optional[tuple[frozenset[int], bool]]:
+        """For `_plain_rows`: a process group's members and whether it spans every rank, or None
+        where its collectives' checks could raise or fix something (renamed, every rank's, or one
+        rank)."""
+        group = members.get(rename.get(pg, pg), ())
+        if rename.get(pg, pg) != pg or pg in ("", "0") or len(group) < 2:
+            return None
+        members_set = self._member_sets.get(pg)
+        if members_set is None:
+            members_set = self._member_sets[pg] = frozenset(group)
+        return members_set, len(group) == self.n
+
     def _plain_comm(
         self, r: int, n: pb.Node, t: int, rename: dict, members: dict, colls: dict, sends: dict, recvs: dict
     ) -> bool:
@@ -1275,6 +1375,81 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
     return _RankColumns(list(order), types, suspects, later, metadata, rows, ids)
 
 
+_ID_BITS = 40  # `_all_ranks_columns` keys a node by (rank position, id) in one int64 below these ids
+_AT_ONCE = 1 << 16  # nodes indexed in one pass: a dozen arrays of this length at a time, not of the job's
+
+
+def _all_ranks_columns(nodes_of: list[list[pb.Node]], cols: _Columns, rows_of: list[Any]) -> list[_RankColumns]:
+    """`_rank_columns` of every rank, ranks of up to `_AT_ONCE` nodes in all at once
+    (`_ranks_columns_at_once`: a thousand ranks of a hundred nodes each cost a dozen numpy calls
+    per rank; the passes' length bounds the memory they take)."""
+    out: list[_RankColumns] = []
+    start, total = 0, 0
+    for i, rows in enumerate(rows_of):
+        if total and total + len(rows) > _AT_ONCE:
+            out.extend(_ranks_columns_at_once(nodes_of[start:i], cols, rows_of[start:i]))
+            start, total = i, 0
+        total += len(rows)
+    out.extend(_ranks_columns_at_once(nodes_of[start:], cols, rows_of[start:]))
+    return out
+
+
+def _ranks_columns_at_once(nodes_of: list[list[pb.Node]], cols: _Columns, rows_of: list[Any]) -> list[_RankColumns]:
+    """`_rank_columns` of these ranks at once: their rows one after another, each node keyed by
+    (rank position, id) so that one search finds every rank's dependencies among its own ids.
+    Ranks whose ids are not in order, or ids of 2^40 and more: rank by rank."""
+    import numpy as np
+
+    k = len(rows_of)
+    sizes = np.fromiter(map(len, rows_of), dtype=np.int64, count=k)
+    total = int(sizes.sum())
+    if not k or not total or k >= 1 << (63 - _ID_BITS):
+        return [_rank_columns(n, cols, r) for n, r in zip(nodes_of, rows_of)]
+    rows = np.concatenate(rows_of)
+    ids = cols.ids[rows]
+    rank = np.repeat(np.arange(k, dtype=np.int64), sizes)
+    if int(ids.max()) >> _ID_BITS or not bool((ids[1:] >= ids[:-1])[rank[1:] == rank[:-1]].all()):
+        return [_rank_columns(n, cols, r) for n, r in zip(nodes_of, rows_of)]
+    key = (rank << _ID_BITS) | ids.astype(np.int64)  # ascending: ranks in turn, each its ids in order
+    types = cols.types[rows]
+    starts = np.cumsum(sizes) - sizes
+    odd_at: list[Any] = []
+    later_at: list[Any] = []
+    for all_lens, all_starts, values in cols.deps:
+        lens = all_lens[rows]
+        n_deps = int(lens.sum())
+        if not n_deps:
+            continue
+        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(n_deps)]
+        child = np.repeat(ids, lens)
+        dep_rank = np.repeat(rank, lens)
+        big = (deps >> np.uint64(_ID_BITS)) != 0  # an id no node has: absent
+        want = (dep_rank << _ID_BITS) | np.where(big, 0, deps).astype(np.int64)
+        at = np.minimum(np.searchsorted(key, want), total - 1)
+        odd = (deps >= child) | (key[at] != want) | big
+        odd_at.append(np.repeat(np.arange(total), lens)[odd])
+        later_at.append(dep_rank[deps > child])
+    # sorted, not made unique (a node twice is one suspect; np.unique would import numpy.ma: 17 ms)
+    odd_pos = np.sort(np.concatenate(odd_at)) if odd_at else np.zeros(0, dtype=np.int64)
+    later = np.zeros(k, dtype=bool)
+    for at in later_at:
+        later[at] = True
+    odd_rank = rank[odd_pos]
+    odd_cut = np.searchsorted(odd_rank, np.arange(k + 1)).tolist()
+    odd_local = (odd_pos - starts[odd_rank]).tolist()
+    meta_pos = np.flatnonzero(types == _METADATA)
+    meta_rank = rank[meta_pos]
+    meta_cut = np.searchsorted(meta_rank, np.arange(k + 1)).tolist()
+    meta_local = (meta_pos - starts[meta_rank]).tolist()
+    ends = (starts + sizes).tolist()
+    out = []
+    for i, (nodes, a, b) in enumerate(zip(nodes_of, starts.tolist(), ends)):
+        suspects = set(odd_local[odd_cut[i] : odd_cut[i + 1]])
+        metadata = [nodes[j] for j in meta_local[meta_cut[i] : meta_cut[i + 1]]]
+        out.append(_RankColumns(list(nodes), types[a:b], suspects, bool(later[i]), metadata, rows_of[i], ids[a:b]))
+    return out
+
+
 def _no_rows(n: int) -> Any:
     import numpy as np
 
@@ -1301,7 +1476,7 @@ def _all_rank_columns(
         index = dict(zip(map(id, distinct), range(len(distinct))))
         rows_of = [rows[1][id(t)] for t in traces]
         cols = _Columns(distinct)
-        return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
+        return _all_ranks_columns([t.nodes for t in traces], cols, rows_of), index, (distinct, cols.types)
     index = {}
     found: dict[int, pb.Node] = {}
     rows_of = []
@@ -1316,7 +1491,7 @@ def _all_rank_columns(
         rows_of.append(np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)))
     distinct = list(found.values())
     cols = _Columns(distinct)
-    return [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)], index, (distinct, cols.types)
+    return _all_ranks_columns([t.nodes for t in traces], cols, rows_of), index, (distinct, cols.types)
 
 
 @functools.cache
@@ -1740,30 +1915,32 @@ def settle_memory_ends(p: Plan, finishes: dict[int, int], node_times: Optional[d
     p.issues[:] = kept
 
 
-def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tuple[list[Trace], list[pb.Node]]:
+def _read_framed(
+    args: list, framed: Any, raw: dict[int, bytes], rows: dict[int, Any]
+) -> tuple[list[Trace], list[pb.Node]]:
     """The traces of a `chakra simulate` run read with shared nodes (`chakra.io.read_traces`'s
-    `shared`), each plain `.et` file through `chakra.sim.loading.read_shared`: the simulation that
-    follows in this process takes the same nodes' rows instead of reading the file again. `raw`
-    gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) -> its
-    nodes' rows among the distinct nodes returned with the traces."""
+    `shared`), each plain `.et` file through `framed` (`chakra.sim.loading.FramedFiles`), which the
+    simulation that follows takes the same nodes' rows from instead of reading the file again.
+    `raw` gets id(node) -> the framed message each distinct node was read from, `rows` id(trace) ->
+    its nodes' rows among the distinct nodes returned with the traces."""
     from google.protobuf.message import DecodeError
 
     from chakra.io import _prefix_size, expand_trace_args, rank_from_path, read_trace
-    from chakra.sim.loading import read_shared
 
     out = []
     shared: dict[bytes, pb.Node] = {}  # files read by read_trace (gzip, JSON, large)
-    store = None
+    any_framed = False
     for pos, (rank, path) in enumerate(expand_trace_args(args)):
         rank = rank if rank is not None else rank_from_path(path)
         trace = None
         try:
-            got = read_shared(path)
+            got = framed.read(path)
             if got is not None:
-                head, nodes, node_rows, store = got
+                head, nodes, node_rows = got
                 metadata = pb.GlobalMetadata.FromString(head[_prefix_size(head) :])
                 trace = Trace(metadata=metadata, nodes=nodes, rank=rank, path=path)
                 rows[id(trace)] = node_rows
+                any_framed = True
         except DecodeError:
             trace = None  # read_trace says where
         if trace is None:
@@ -1771,25 +1948,38 @@ def _read_shared(args: list, raw: dict[int, bytes], rows: dict[int, Any]) -> tup
         if trace.rank is None:
             trace.rank = pos
         out.append(trace)
-    raw.update({id(node): framed for framed, node in shared.items()})
-    if store is None:
+    raw.update({id(node): message for message, node in shared.items()})
+    store = framed.store
+    if not any_framed or store is None:
         return out, []
     raw.update(zip(map(id, store.nodes), store.messages))
     return out, store.nodes
 
 
+@without_gc
 def simulate_plan(
-    trace_args: Any, comm_groups: Any, network: Any, system: Any, backend: str, memory: Any = None
+    trace_args: Any,
+    comm_groups: Any,
+    network: Any,
+    system: Any,
+    backend: str,
+    memory: Any = None,
+    framed: Any = None,
 ) -> Optional[Plan]:
-    """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs)."""
+    """The export plan for the inputs of a `chakra simulate` run (paths or loaded configs).
+    `framed`: a `chakra.sim.loading.FramedFiles` the rank files are read into, for the simulation
+    that follows to take (`SimOptions.framed`); None: a fresh one, dropped afterwards."""
     from chakra.commgroups import groups_beside, read_comm_groups
     from chakra.sim.config import load_memory, load_network, load_system
+    from chakra.sim.loading import FramedFiles
 
     args = [trace_args] if isinstance(trace_args, (str, bytes)) or not isinstance(trace_args, list) else trace_args
     given = [t for t in args if isinstance(t, Trace)]
     raw: dict[int, bytes] = {}  # what each distinct node was read from
     rows: dict[int, Any] = {}
-    traces, distinct = (given, []) if given else _read_shared(args, raw, rows)  # SPMD ranks share nodes
+    if framed is None:
+        framed = FramedFiles()
+    traces, distinct = (given, []) if given else _read_framed(args, framed, raw, rows)  # SPMD ranks share nodes
     groups = read_comm_groups(comm_groups) if comm_groups is not None else groups_beside(args)
     net = network if network is None or isinstance(network, NetworkConfig) else load_network(network)
     sysc = system if system is None or isinstance(system, SystemConfig) else load_system(system)

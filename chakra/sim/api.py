@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gc
 import os
 import time
 from collections.abc import Sequence
@@ -36,6 +34,7 @@ from chakra.sim.groups import GroupTable
 from chakra.sim.memory import MemoryModel as BuiltinMemory
 from chakra.sim.models import CollectiveModel, MemoryModel, NetworkModel
 from chakra.sim.network import Network
+from chakra.sim.nogc import without_gc
 from chakra.trace import Trace, rank_set_problem
 
 PathLike = Union[str, os.PathLike]
@@ -197,23 +196,6 @@ def rank_sources(traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]]) -
     return out
 
 
-def _without_gc(fn: Callable) -> Callable:
-    """Run with the cyclic garbage collector paused: the simulator allocates millions of small
-    acyclic objects (tuples, ints), and generation sweeps over them cost more than the work."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return wrapper
-
-
 @dataclass(frozen=True)
 class SimOptions:
     """How to simulate, checked when made (bad values raise ConfigError): `simulate()`'s options.
@@ -244,6 +226,7 @@ class SimOptions:
     traffic: bool = False
     traffic_bins: int = 40
     fold: bool = True
+    framed: Any = None  # chakra.sim.loading.FramedFiles: rank files already read (by the ASTRA-sim checks)
 
     def __post_init__(self) -> None:
         if self.traffic and not 1 <= self.traffic_bins <= 10_000:
@@ -287,7 +270,7 @@ class _Setup:
         return len(self.sources)
 
 
-@_without_gc
+@without_gc
 def simulate(
     traces: Union[Sequence[Trace], PathLike, Sequence[PathLike]],
     network: Union[NetworkConfig, PathLike, None] = None,
@@ -378,7 +361,7 @@ def _compile(setup: _Setup, opts: SimOptions) -> list[RankEngine]:
     loader = RankLoader(
         system=setup.system, comm_mode=opts.comm_mode, compat=opts.compat, names=opts.log_path is not None,
         slots=(caps["cpu"], caps["gpu"], caps["comm"]), missing_deps=opts.missing_deps, groups=setup.groups,
-        warnings=setup.warnings, ranks=setup.n,
+        warnings=setup.warnings, ranks=setup.n, framed=opts.framed,
     )  # fmt: skip
     engines: list[RankEngine] = []
     for rank, src in setup.sources:

@@ -307,12 +307,16 @@ class FoldedClock(Clock):
             self.plain_at.clear()
 
     def _run_time(self, t: int) -> None:
+        # `_replay` and `_put` inline for the bookings of kind 0 (nearly all): about 100,000 copies
+        # of entries replay at 1,024 ranks, and two calls each were most of the run
         on_node = self.on_node
         batches = self.batches
         heap = self.heap
+        due = self.due
+        plain_at = self.plain_at
         copies = self.fold.copies
         self.now = t
-        entries = self.due[t]
+        entries = due[t]
         i = 0
         while i < len(entries):
             r, payload, k, record = entries[i]
@@ -320,7 +324,20 @@ class FoldedClock(Clock):
             seen = record[1]
             seen.append(k)
             if len(seen) > 1:
-                self._replay(record[0], k, seen)
+                for act in record[0]:
+                    if act[0] == 0:
+                        _, time, rank, pay, rec = act
+                        booked = due.get(time)
+                        if booked is None:
+                            due[time] = [(rank, pay, k, rec)]
+                            heapq.heappush(heap, time)
+                        else:
+                            booked.append((rank, pay, k, rec))
+                        if rank >= 0 and pay < -1:
+                            batches[(rank, time, k)] = []  # type: ignore[index]
+                        plain_at.add(time)
+                    else:
+                        self._replay((act,), k, seen)
                 if len(seen) == copies:
                     record[0] = ()  # every copy has booked what it books
                 if r >= 0 and payload < -1:
@@ -346,4 +363,4 @@ class FoldedClock(Clock):
                     self._run_time(heap[0])
                 self.now = t
         heapq.heappop(heap)
-        del self.due[t]
+        del due[t]

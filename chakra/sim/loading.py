@@ -7,9 +7,9 @@ before it runs, in this order:
    file is read in one call and split into its messages, GlobalMetadata first (`file_messages`),
    and each Node message becomes a row of the job's `NodeStore` (the distinct messages of all its
    files: real ranks differ in durations but repeat most nodes byte for byte). The ASTRA-sim
-   checks `chakra simulate` runs first read the files the same way (`read_shared`: the decoded
-   nodes, one object per distinct message) and leave each file's rows for this step, so a file is
-   read and framed once per command;
+   checks `chakra simulate` runs first read the files the same way (`FramedFiles.read`: the decoded
+   nodes, one object per distinct message) and hand each file's rows to this step (the same
+   `FramedFiles`, passed as `SimOptions.framed`), so a file is read and framed once per command;
 2. compare with a template: a file whose nodes differ from an earlier rank's only in communication
    attributes (peers, tags, sizes, process groups) takes that rank's compiled arrays with its own
    communication rows (`chakra.sim.twins`); a file whose nodes are byte-identical to an earlier
@@ -134,14 +134,6 @@ def _parse(framed: list[bytes]) -> list[Any]:
     return out
 
 
-# Rank files this process has read and framed ahead of their simulation (`read_shared`, for the
-# ASTRA-sim checks `chakra simulate` runs first): (device, inode, size, mtime) -> the file's
-# GlobalMetadata message and its nodes' rows in `_STORE`, the job's distinct nodes, which
-# `RankLoader.load` then takes instead of reading and framing the file again.
-_FRAMED: dict[tuple[int, int, int, int], tuple[bytes, Any]] = {}
-_STORE: Optional[NodeStore] = None
-
-
 def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
     try:
         st = os.stat(path)
@@ -150,49 +142,68 @@ def _file_key(path: Any) -> Optional[tuple[int, int, int, int]]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def read_shared(path: Path) -> Optional[tuple[bytes, list[Any], Any, NodeStore]]:
-    """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one object
-    shared with the other files read so), their rows and the job's store they are rows of (None:
-    gzip, JSON or over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the
-    ASTRA-sim checks read. The next `RankLoader.load` of this file in this process takes the nodes'
-    rows in the job's store instead of reading the file again. Raises DecodeError on a node that
-    does not decode (`chakra.io.read_trace` says where)."""
-    global _STORE
-    messages = file_messages(path)
-    if messages is None:
-        return None
-    store = _STORE if _STORE is not None else NodeStore()
-    rows = store.rows(messages[1:])
-    nodes = store.decoded(rows)
-    _STORE = store
-    key = _file_key(path)
-    if key is not None:
-        _FRAMED[key] = (messages[0], rows)
-    return messages[0], nodes, rows, store
+class FramedFiles:
+    """Rank files read and framed ahead of their simulation, handed from the one to the other: the
+    ASTRA-sim checks `chakra simulate` runs first read every file into the job's distinct nodes
+    (`read`), and the simulation given the same object (`SimOptions.framed`) takes each file's rows
+    instead of reading and framing it again (`take`). A file changed in between (another device,
+    inode, size or mtime) is read afresh."""
 
+    def __init__(self) -> None:
+        # the job's distinct nodes; None once every file read was taken (the simulation holds them
+        # from there, and lets them go with its loader)
+        self.store: Optional[NodeStore] = NodeStore()
+        # (device, inode, size, mtime) -> the file's GlobalMetadata message and its nodes' rows
+        self.files: dict[tuple[int, int, int, int], tuple[bytes, Any]] = {}
 
-def forget_framed() -> None:
-    """Drop what `read_shared` kept and no simulation took."""
-    global _STORE
-    _FRAMED.clear()
-    _STORE = None
-
-
-def _take_framed(path: Path, store: NodeStore, shared: bool = True) -> tuple[Optional[list[bytes]], Any]:
-    """A file's messages (`file_messages`) and its nodes' rows in `store` (None: not a plain
-    `.et` file; no rows unless `shared`), from `read_shared` when it read the file into this store."""
-    if _FRAMED and _STORE is store:
+    def read(self, path: Path) -> Optional[tuple[bytes, list[Any], Any]]:
+        """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one
+        object shared with the other files read so) and their rows in `store` (None: gzip, JSON or
+        over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the ASTRA-sim checks
+        read. Raises DecodeError on a node that does not decode (`chakra.io.read_trace` says where)."""
+        messages = file_messages(path)
+        if messages is None:
+            return None
+        if self.store is None:
+            self.store = NodeStore()
+        rows = self.store.rows(messages[1:])
+        nodes = self.store.decoded(rows)
         key = _file_key(path)
-        got = _FRAMED.pop(key, None) if key is not None else None
+        if key is not None:
+            self.files[key] = (messages[0], rows)
+        return messages[0], nodes, rows
+
+    def take(self, path: Path) -> Optional[tuple[list[bytes], Any]]:
+        """A file's messages (`file_messages`) and its nodes' rows in `store`, as `read` left them
+        (each file taken once); None when it did not read this file as it is now."""
+        key = _file_key(path) if self.files else None
+        got = self.files.pop(key, None) if key is not None else None
+        if got is None or self.store is None:
+            return None
+        head, rows = got
+        messages = [head, *map(self.store.messages.__getitem__, rows.tolist())]
+        if not self.files:
+            self.store = None  # every file taken: not kept past the simulation's loading
+        return messages, rows
+
+    def forget(self) -> None:
+        """Drop what no simulation took."""
+        self.files.clear()
+
+
+def _take_framed(
+    path: Path, store: NodeStore, shared: bool = True, framed: Optional[FramedFiles] = None
+) -> tuple[Optional[list[bytes]], Any]:
+    """A file's messages (`file_messages`) and its nodes' rows in `store` (None: not a plain
+    `.et` file; no rows unless `shared`), from `framed` when it read the file into this store."""
+    if framed is not None and framed.store is not None and framed.store is store:
+        got = framed.take(path)
         if got is not None:
-            head, rows = got
-            if not _FRAMED:
-                forget_framed()  # every file taken: the loader holds the store from here
-            return [head, *map(store.messages.__getitem__, rows.tolist())], rows
+            return got
     messages = file_messages(path)
     if messages is None or not shared:
         return messages, None
-    if len(store) > MEMO_LIMIT and not _FRAMED:  # a job of few repeats: start afresh
+    if len(store) > MEMO_LIMIT and not (framed is not None and framed.files):  # a job of few repeats: start afresh
         store.clear()
     return messages, store.rows(messages[1:])
 
@@ -236,10 +247,12 @@ class RankLoader:
         groups: Any,
         warnings: list[str],
         ranks: int = 2,
+        framed: Optional[FramedFiles] = None,
     ) -> None:
         """`groups`: the `GroupTable` that METADATA nodes' process groups are added to; `warnings`:
         where a rank whose dependencies on absent nodes were dropped is reported; `ranks`: how many
-        the job has (one has nothing to share with another: its file is indexed as it is read)."""
+        the job has (one has nothing to share with another: its file is indexed as it is read);
+        `framed`: the files the ASTRA-sim checks read (their rows are taken, not read again)."""
         self.system = system
         self.comm_mode = comm_mode
         self.compat = compat
@@ -251,14 +264,15 @@ class RankLoader:
         self.twins = Twins()
         self.by_digest: dict[bytes, RankEngine] = {}
         self.memo: dict = {}  # serialized node -> decoded attributes, across the ranks' files
-        # the job's distinct nodes: those the ASTRA-sim checks read (`read_shared`), else our own
-        self.store = _STORE if _STORE is not None and _FRAMED else NodeStore()
-        self.shared = ranks > 1 or self.store is _STORE
+        # the job's distinct nodes: those the ASTRA-sim checks read (`framed`), else our own
+        self.framed = framed if framed is not None and framed.files else None
+        self.store = self.framed.store if self.framed is not None else NodeStore()
+        self.shared = ranks > 1 or self.framed is not None
 
     def load(self, rank: int, source: Any) -> RankEngine:
         """The engine of `rank` from its trace (a path or an in-memory `Trace`)."""
         in_memory = isinstance(source, Trace)
-        messages, rows = (None, None) if in_memory else _take_framed(source, self.store, self.shared)
+        messages, rows = (None, None) if in_memory else _take_framed(source, self.store, self.shared, self.framed)
         framed = messages[1:] if messages is not None else None  # the nodes
         engine = self.twins.derive(rank, source, framed) if framed is not None else None
         digest = None

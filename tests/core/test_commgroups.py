@@ -48,3 +48,17 @@ def test_write_keeps_only_what_astrasim_accepts(tmp_path):
     assert json.loads(path.read_text()) == {"2": [2, 3], "10": [0, 2]}  # ids > 0, numeric, sorted by id
     assert write_comm_groups(tmp_path / "p", {"0": [0, 1]}) is None
     assert not path.exists()  # a stale file would be picked up by the next reader
+
+
+def test_rank_file_prefixes_matched_as_strings_are_prefix_of():
+    """`find_beside` takes a thousand rank files' PREFIXes by matching their names as strings
+    (`_prefixes`): the set must be `prefix_of`'s, relative and absolute, at the root, compressed
+    and JSON-form, and None for a name that is no rank file."""
+    from pathlib import Path
+
+    from chakra.commgroups import _prefixes, prefix_of
+
+    names = ("t.0.et", "t.1.et", "/tmp/d/t.0.et", "/t.3.et", "x/y/a.b.12.et.gz", "x/n.et", "j.2.json")
+    files = [Path(p) for p in names]
+    assert _prefixes(files) == {prefix_of(p) for p in files}
+    assert _prefixes(files) == {Path("t"), Path("/tmp/d/t"), Path("/t"), Path("x/y/a.b"), None, Path("j")}

@@ -191,25 +191,37 @@ def test_broadcast_replay_keeps_astrasims_own_handling(samples_dir, tmp_path, ru
     assert res.exit_code == 1 and "--broadcast must be network or replay" in res.stderr
 
 
+def _summary_figures(p) -> tuple:
+    """Everything a summarised plan holds, its tallies' node ids as `grouped` keeps them."""
+    tallies = {c: (t.count, sorted(t.ranks), sorted(t.nodes)[:20], t.unfixed) for c, t in p.tallies.items()}
+    return (*_plan_figures(p), p.tails, p.p2p_ends, p.config, tallies)
+
+
 def _plan_figures(p) -> tuple:
     fixes = {r: {i: (f.compute, f.attrs, f.drop_deps) for i, f in per.items()} for r, per in p.fixes.items()}
     return (p.issues, fixes, p.groups, p.missing, p.pad_rank, dict(p.counts), p.idle, p.split, p.roofline_peak)
 
 
-@pytest.mark.parametrize("source", ["collectives2", "ddp2-metadata", "transformer-3d"])
+@pytest.mark.parametrize("source", ["collectives2", "ddp2-metadata", "transformer-3d", "transformer-3d-gzip"])
 def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, samples_dir, tmp_path, run_cli):
     """`chakra simulate` reads the traces for its ASTRA-sim checks with shared nodes (SPMD ranks
     repeat most nodes byte for byte, and each distinct node is checked once): the findings and
     fixes must be exactly those of traces read node by node."""
     from chakra.commgroups import groups_beside
     from chakra.export.astrasim import grouped, plan, simulate_plan, warning_lines
-    from chakra.sim.loading import forget_framed
 
-    if source == "transformer-3d":
+    if source.startswith("transformer-3d"):
         prefix = tmp_path / "t"
         shape = "--layers 2 --microbatches 2 --seq 64 --hidden 64 --heads 2 --dp 2 --tp 2 --pp 2 --batch 4"
         res = run_cli("generate", "transformer", *shape.split(), "-o", str(prefix), "-q")
         assert res.exit_code == 0, res.stderr
+        if source.endswith("gzip"):  # two ranks compressed: read apart from the job's store
+            import gzip
+
+            for r in (1, 5):
+                f = tmp_path / f"t.{r}.et"
+                (tmp_path / f"t.{r}.et.gz").write_bytes(gzip.compress(f.read_bytes()))
+                f.unlink()
     elif source == "ddp2-metadata":
         prefix = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "m", "--metadata-node")
     else:
@@ -220,7 +232,7 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         shared: dict = {}
         traces = read_traces([prefix], shared=shared)
         assert _plan_figures(plan(traces, groups, backend=backend, shared_nodes=True)) == _plan_figures(plain)
-        assert plain.issues or source == "transformer-3d"
+        assert plain.issues or source.startswith("transformer-3d")
         # `chakra simulate`'s form: each kind of finding tallied, not one object per node; what it
         # prints (and every summary figure) is the same
         summary = plan(traces, groups, backend=backend, shared_nodes=True, summarise=True)
@@ -230,13 +242,13 @@ def test_checks_on_shared_nodes_find_what_the_plain_reading_finds(source, sample
         assert len(summary.issues) == len({i.code for i in plain.issues})
         # ... and as the command reads them (framed once, for the simulation too; a compute node's
         # findings replayed on the compute nodes with the same attributes)
-        try:
-            read = simulate_plan(str(prefix), None, None, None, backend)
-            assert warning_lines(read) == warning_lines(plain)
-            assert grouped(read.issues, read.tallies) == grouped(plain.issues)
-            assert dict(read.counts) == dict(plain.counts)
-        finally:
-            forget_framed()
+        read = simulate_plan(str(prefix), None, None, None, backend)
+        assert warning_lines(read) == warning_lines(plain)
+        assert grouped(read.issues, read.tallies) == grouped(plain.issues)
+        assert dict(read.counts) == dict(plain.counts)
+        # the command's reading walks each distinct communication row's reading inline
+        # (`_plain_rows`); the node-by-node walk of the same summary must give the whole plan
+        assert _summary_figures(read) == _summary_figures(summary)
     if source == "transformer-3d":  # 8 ranks, 4 of each node: far fewer distinct nodes than nodes
         assert len(shared) * 2 < sum(len(t.nodes) for t in traces)
 
@@ -280,3 +292,82 @@ def test_attributes_read_from_their_bytes_are_read_attrs(samples_dir, tmp_path, 
         and ("comm_size", "int32_val", "int64_val") in misplaced
     )
     assert len(memo) < sum(len(n.attr) for n in nodes)  # attributes repeat across nodes: decoded once
+
+
+def _rank_figures(c) -> tuple:
+    return ([id(n) for n in c.order], c.types.tolist(), sorted(c.suspects), c.later, [id(n) for n in c.metadata],
+            c.rows.tolist(), c.ids.tolist())  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["transformer-3d", "ddp2-metadata", "odd-deps", "odd-order"])
+def test_every_ranks_columns_at_once_are_each_ranks_own(case, samples_dir, tmp_path, run_cli):
+    """The checks index every rank's rows in one pass (`_all_ranks_columns`: nodes keyed by rank
+    and id): the node order, types, suspect dependencies (on themselves, later or absent ids) and
+    METADATA nodes must be what each rank indexed alone gives, on a generated 3-D step, a converted
+    recording with METADATA nodes, and ranks with ids out of order, a self-dependency, a dependency
+    on an absent id and one on an id of 2^40 and more (the one-pass key's limit)."""
+    import numpy as np
+
+    from chakra.export.astrasim import _all_ranks_columns, _Columns, _rank_columns
+
+    if case == "ddp2-metadata":
+        prefix = _convert_pytorch(run_cli, samples_dir, "ddp2", 2, tmp_path / "m", "--metadata-node")
+    else:
+        prefix = tmp_path / "t"
+        shape = "--layers 2 --microbatches 2 --seq 64 --hidden 64 --heads 2 --dp 2 --tp 2 --pp 2 --batch 4"
+        assert run_cli("generate", "transformer", *shape.split(), "-o", str(prefix), "-q").exit_code == 0
+    shared: dict = {}
+    traces = read_traces([prefix], shared=shared)
+    if case == "odd-deps":
+        t = traces[3]
+        t.nodes[5].data_deps.append(t.nodes[5].id)  # on itself
+        t.nodes[6].ctrl_deps.append(987_654)  # absent
+        t.nodes[7].data_deps.append(1 << 41)  # absent, beyond the key
+        t.nodes[2].data_deps.append(t.nodes[9].id)  # a later id
+    if case == "odd-order":
+        traces[5].nodes.reverse()  # ids out of order: that rank sorts them (every rank alone)
+    distinct = list({id(n): n for t in traces for n in t.nodes}.values())
+    row = {id(n): i for i, n in enumerate(distinct)}
+    rows_of = [np.array([row[id(n)] for n in t.nodes], dtype=np.int64) for t in traces]
+    cols = _Columns(distinct)
+    alone = [_rank_columns(t.nodes, cols, r) for t, r in zip(traces, rows_of)]
+    together = _all_ranks_columns([t.nodes for t in traces], cols, rows_of)
+    assert [_rank_figures(c) for c in together] == [_rank_figures(c) for c in alone]
+    one_pass = together[1].types.base is not None and together[1].types.base is together[0].types.base
+    if case != "ddp2-metadata":  # (the converter writes ids out of order there: every rank alone)
+        assert one_pass == (case != "odd-order")
+    if case == "odd-deps":
+        assert len(alone[3].suspects) == 4 and alone[3].later
+    if case == "ddp2-metadata":
+        assert all(c.metadata for c in alone)
+    # ids of 2^40 and more: every rank alone, the same
+    big = _Columns(distinct)
+    big.ids = big.ids + np.uint64(1 << 40)
+    alone = [_rank_columns(t.nodes, big, r) for t, r in zip(traces, rows_of)]
+    assert [_rank_figures(c) for c in _all_ranks_columns([t.nodes for t in traces], big, rows_of)] == [
+        _rank_figures(c) for c in alone
+    ]
+
+
+def test_the_checks_run_with_the_garbage_collector_paused_and_give_it_back(tmp_path, run_cli):
+    import gc
+
+    from chakra.export import astrasim
+
+    prefix = tmp_path / "t"
+    shape = "--layers 1 --microbatches 1 --seq 64 --hidden 64 --heads 2 --dp 2 --tp 2 --batch 4"
+    assert run_cli("generate", "transformer", *shape.split(), "-o", str(prefix), "-q").exit_code == 0
+    seen = []
+    plan = astrasim.plan
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return plan(*args, **kwargs)
+
+    astrasim.plan = spy
+    try:
+        assert gc.isenabled()
+        assert astrasim.simulate_plan(str(prefix), None, None, None, "unaware") is not None
+    finally:
+        astrasim.plan = plan
+    assert seen == [False] and gc.isenabled()

@@ -219,3 +219,40 @@ def test_feeder_and_simulator_read_a_rank_through_one_path(samples_dir, tmp_path
             assert (tmp is not None) == (path == packed)  # gzip: a temporary copy to map
         assert tmp is None or not tmp.exists()  # removed on close
     assert reading.file_messages(packed) is None and reading.file_messages(plain)
+
+
+def test_whole_files_are_framed_as_the_streaming_framer_frames_them(samples_dir, tmp_path, run_cli):
+    """`file_messages` frames a small file in one loop (`reading._frame`) and hands anything unusual
+    to `iter_payload_batches`: on a converted recording (messages of 128 bytes and more, multi-byte
+    length prefixes), with empty messages, cut short, and with more empty messages than a trace
+    holds, both give the same messages, or both refuse the file."""
+    import io
+
+    from chakra.feeder import reading
+    from chakra.io import MAX_EMPTY_MESSAGES, iter_payload_batches
+
+    d = samples_dir / "pytorch" / "ddp2"
+    res = run_cli(
+        "convert", "pytorch", str(d / "et.0.json"), "-k", str(d / "kineto.0.json"), "-o", str(tmp_path / "c"), "-q"
+    )
+    assert res.exit_code == 0, res.stderr
+    data = (tmp_path / "c.0.et").read_bytes()
+
+    def streamed(blob: bytes):
+        try:
+            return [m for _, _, batch in iter_payload_batches("x", io.BytesIO(blob)) for m in batch]
+        except TraceFormatError:
+            return None
+
+    framed = reading._frame(data)
+    assert framed == streamed(data) and any(m[0] >= 0x80 for m in framed)  # long messages among them
+    assert reading.file_messages(tmp_path / "c.0.et") == framed
+    for blob, ours in (
+        (data + b"\x00\x00", True),  # two empty Node messages
+        (data[:-3], False),  # the last message cut short
+        (data + b"\x00" * (MAX_EMPTY_MESSAGES + 1), False),  # a run of zero bytes
+    ):
+        path = tmp_path / "odd.0.et"
+        path.write_bytes(blob)
+        assert (reading._frame(blob) is not None) == ours
+        assert reading.file_messages(path) == streamed(blob)

@@ -68,9 +68,10 @@ def test_corrupt_metadata_of_a_sharing_rank_is_named(tmp_path):
 
 def test_files_read_for_the_checks_are_taken_by_the_simulation_and_stay_exact(tmp_path):
     """`chakra simulate` reads every rank file for its ASTRA-sim checks into the job's distinct
-    nodes (`loading.read_shared`) and keeps each file's rows; the simulation then takes those rows
-    instead of reading and framing the file again. The run must be the one of files read afresh,
-    and a file changed in between is read afresh."""
+    nodes (`loading.FramedFiles.read`) and keeps each file's rows; the simulation given the same
+    `FramedFiles` (`SimOptions.framed`, no module state) takes those rows instead of reading and
+    framing the file again. The run must be the one of files read afresh, and a file changed in
+    between is read afresh."""
     import os
 
     from chakra.sim import loading
@@ -79,24 +80,34 @@ def test_files_read_for_the_checks_are_taken_by_the_simulation_and_stay_exact(tm
     net = NetworkConfig(["Switch"], [8], [50.0], [500.0])
     alone = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
     files = [Path(f"{prefix}.{r}.et") for r in range(8)]
-    try:
-        read = [loading.read_shared(f) for f in files]
-        assert all(read) and len(loading._FRAMED) == 8
-        store = read[0][3]
-        assert all(r[3] is store for r in read)  # one store for the job: equal nodes are one object
-        assert len(store) < sum(len(r[1]) for r in read)  # the ranks repeat nodes
-        messages, rows = loading._take_framed(files[0], store)
-        assert messages == loading.file_messages(files[0])  # the file's own messages, not re-read
-        assert [store.nodes[i] for i in rows.tolist()] == read[0][1]
-        loading.read_shared(files[0])
-        st = files[5].stat()
-        os.utime(files[5], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed after the checks
-        after = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False)
-        assert len(loading._FRAMED) == 1  # every file taken but the changed one (read afresh)
-    finally:
-        loading.forget_framed()
+    framed = loading.FramedFiles()
+    read = [framed.read(f) for f in files]
+    assert all(read) and len(framed.files) == 8
+    assert len(framed.store) < sum(len(r[1]) for r in read)  # the ranks repeat nodes: one object each
+    assert read[1][1][-1] is framed.store.nodes[int(read[1][2][-1])]
+    messages, rows = framed.take(files[0])
+    assert messages == loading.file_messages(files[0])  # the file's own messages, not re-read
+    assert [framed.store.nodes[i] for i in rows.tolist()] == read[0][1]
+    assert framed.take(files[0]) is None  # taken once
+    framed.read(files[0])
+    other = loading.FramedFiles()  # another job's reading is not this simulation's
+    other.read(files[0])
+    stale = loading._file_key(files[5])
+    st = files[5].stat()
+    os.utime(files[5], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # changed after the checks
+    after = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False, framed=framed)
+    assert list(framed.files) == [stale]  # every file taken but the changed one (read afresh)
+    assert len(other.files) == 1
     assert after.ranks == alone.ranks and after.node_times == alone.node_times
     assert alone.finish_ns > 0
+    # the module keeps nothing between runs: a simulation without `framed` reads its files itself
+    assert not any(isinstance(v, loading.FramedFiles) for v in vars(loading).values())
+    # every file taken: the job's nodes are not kept past the simulation's loading
+    framed = loading.FramedFiles()
+    assert all(framed.read(f) for f in files)
+    whole = simulate(str(prefix), net, congestion="unaware", record_nodes=True, fold=False, framed=framed)
+    assert framed.store is None and not framed.files
+    assert whole.ranks == after.ranks and whole.node_times == after.node_times
 
 
 def test_remembered_attributes_index_every_file_as_alone(tmp_path):
