@@ -41,8 +41,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
-from chakra.schema import NodeType
+from chakra.schema import NodeType, pb
 from chakra.schema.attrs import attr_value, get_attr, set_attr
 from chakra.sim.steps import OVERHEAD_ATTR, STEP_RE, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
@@ -109,9 +110,30 @@ class _Facts:
     per node in trace order, the `is_cpu_op` value (None when absent), `gap_of` (0 when absent),
     the recorded duration (`_recorded`) and whether it is already kept in `profiled_dur_us`."""
 
-    def __init__(self, trace: Trace, messages: Optional[Sequence[bytes]] = None) -> None:
+    def __init__(
+        self, trace: Optional[Trace], messages: Optional[Sequence[bytes]] = None, columns: Optional[RankColumns] = None
+    ) -> None:
         """`messages`: the nodes serialized, as the converter wrote them: the attributes it writes
-        in its own way are read from the bytes (C-level searches), the rest from the nodes."""
+        in its own way are read from the bytes (C-level searches), the rest from the nodes.
+        `columns`: the converter's own record of a rank's nodes (then `trace` holds none, the
+        passes change `columns.durations` and mark `columns.profiled`: see columns.py)."""
+        self.columns = columns
+        if columns is not None:
+            self.nodes: Any = None
+            self.cpu, self.gap_of, self.profiled = columns.cpu, columns.gap_of, columns.profiled
+            self.ids, self.name_list, self.types = columns.ids, columns.names, columns.types
+            # as recorded (the passes change the columns' durations, keeping the recorded one where marked)
+            self.recorded = [d if p is None else p for d, p in zip(columns.durations, columns.profiled)]
+        else:
+            assert trace is not None
+            self._read(trace, messages)
+        self.names = dict(zip(self.ids, self.name_list))
+        self._steps: Optional[list[tuple[int, int, int]]] = None
+        self._hosts: Optional[_Hosts] = None
+        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
+        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def _read(self, trace: Trace, messages: Optional[Sequence[bytes]]) -> None:
         nodes = trace.nodes
         n = len(nodes)
         self.nodes = nodes
@@ -133,11 +155,21 @@ class _Facts:
             ids, names, types, durations = (), (), (), ()
         self.ids, self.name_list, self.types = list(ids), list(names), list(types)
         self.recorded = [int(d) if d is not None else x for d, x in zip(self.profiled, durations)]
-        self.names = dict(zip(self.ids, self.name_list))
-        self._steps: Optional[list[tuple[int, int, int]]] = None
-        self._hosts: Optional[_Hosts] = None
-        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
-        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def write(self, rows: Sequence[int], nodes: Optional[Sequence[Any]], durations: Sequence[int]) -> None:
+        """Set the durations of the nodes at `rows` (`nodes`: those nodes; None with columns)."""
+        if self.columns is not None:
+            current = self.columns.durations
+            for i, d in zip(rows, durations):
+                current[i] = d
+        else:
+            assert nodes is not None
+            for n, d in zip(nodes, durations):
+                n.duration_micros = d
+
+    def deps_data(self, i: int) -> Any:
+        """Node i's data dependencies."""
+        return self.columns.data[i] if self.columns is not None else self.nodes[i].data_deps
 
     def _scan(self, i: int) -> None:
         """Node i's attributes, read from the node (the first of a name counts, as get_attr)."""
@@ -209,7 +241,10 @@ class _Facts:
         by_id = {node_id: i for _, node_id, i in self._steps_in_file_order()}
         out = []
         for _, node_id, _ in self.steps():
-            dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
+            if self.columns is not None:
+                dur = self.columns.inclusive.get(by_id[node_id])
+            else:
+                dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
             if dur:
                 out.append(float(dur) * 1000.0)
         return out
@@ -231,7 +266,7 @@ class _Hosts:
 
     def __init__(self, facts: _Facts) -> None:
         self.rows = facts.host_rows()
-        self.nodes = [facts.nodes[i] for i in self.rows]
+        self.nodes = [facts.nodes[i] for i in self.rows] if facts.nodes is not None else None
         self.events = _events(facts, self.rows)
         self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
         self.python = _python_level(facts, self.rows)
@@ -248,6 +283,11 @@ def node_facts(traces: Sequence[Trace], messages: Optional[Sequence[Sequence[byt
     """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`).
     `messages`: each trace's nodes as the converter serialized them (`_Facts`)."""
     return [_Facts(t, ms) for t, ms in zip(traces, messages or [None] * len(traces))]
+
+
+def column_facts(columns: RankColumns) -> _Facts:
+    """`node_facts` of one rank the converter recorded in columns (its Trace holds no nodes)."""
+    return _Facts(None, columns=columns)
 
 
 def _host_nodes(trace: Trace) -> list[Any]:
@@ -285,10 +325,10 @@ def _events(facts: _Facts, rows: list[int]) -> list[int]:
     is a CUDA runtime call that CUPTI records)."""
     launches: dict[int, int] = {}
     cpu = facts.cpu
-    names, nodes = facts.name_list, facts.nodes
+    names = facts.name_list
     for i, t in enumerate(facts.types):
         if t == _COMP and cpu[i] is False and names[i] != "queue":
-            for d in nodes[i].data_deps:
+            for d in facts.deps_data(i):
                 launches[d] = launches.get(d, 0) + 1
     # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
     # kernel already waits for the host node that launched it.
@@ -474,9 +514,8 @@ class _Plan:
         removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
         removed = 0
         if base_us is None:
-            for nodes, rec in zip(self.nodes, self.recorded):
-                for n, d in zip(nodes, rec):
-                    n.duration_micros = d
+            for f, rows, nodes, rec in zip(self.facts, self.rows, self.nodes, self.recorded):
+                f.write(rows, nodes, rec)
             return 0
         py_cost = self.python_cost
         for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
@@ -496,8 +535,7 @@ class _Plan:
                 carry = exact - new
                 new_all.append(new)
             if write:
-                for n, new in zip(nodes, new_all):
-                    n.duration_micros = new
+                self.facts[r].write(self.rows[r], nodes, new_all)
             else:
                 self.unwritten[r] = new_all
             removed += sum(rec) - sum(new_all)
@@ -513,6 +551,12 @@ class _Plan:
     def mark(self) -> None:
         """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know)."""
         for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
+            if f.columns is not None:  # the columns write the attribute (columns.py)
+                current = f.columns.durations
+                for d, k, i in zip(rec, kept, rows):
+                    if not k and current[i] != d:
+                        f.profiled[i] = int(d)
+                continue
             for n, d, k, i in zip(nodes, rec, kept, rows):
                 if not k and n.duration_micros != d:
                     if d <= _INT64_MAX:  # set_attr's arm for it, without looking for one first
@@ -631,9 +675,19 @@ class _Replayer:
         `overrides` (rank -> node positions, durations; the path replay only) in place of theirs."""
         self._build()
         if self.paths is None:
+            self._nodes_from_columns()
             return _replay(self.traces)
         res = self.paths.run(overrides)
         return res, self.paths.step(res).step_ns
+
+    def _nodes_from_columns(self) -> None:
+        """Ranks held in columns (columns.py) as nodes for the simulator, with their durations now."""
+        for t, f in zip(self.traces, self.facts or ()):
+            if f.columns is not None:
+                if not t.nodes:
+                    t.nodes = [pb.Node.FromString(m) for m in f.columns.messages()]
+                for n, d in zip(t.nodes, f.columns.durations):
+                    n.duration_micros = d
 
     def _build(self) -> None:
         if not self.tried:
@@ -644,7 +698,12 @@ class _Replayer:
             if self.facts is not None:
                 ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
                 steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
-            columns = [(f.ids, f.types) for f in self.facts] if self.facts is not None else None
+            columns = (
+                [(f.ids, f.types) if f.columns is None else (f.ids, f.types, f.columns.deps, f.columns.durations)
+                 for f in self.facts]
+                if self.facts is not None
+                else None
+            )  # fmt: skip
             self.paths = PathReplay.build(self.traces, step_ids=steps, columns=columns)
 
 
@@ -717,7 +776,7 @@ def remove_overhead(
         return replay_step()
 
     default_base = BASE_PER_GAP * costs.gap_us
-    rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
+    rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.rows)))
     rep.notes.extend(notes)  # the caller's: what the measured step's source says against itself
     profiled = facts[0].recorded_steps_ns() if facts else []
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
