@@ -497,11 +497,14 @@ def _convert_one(
                 from chakra.converters.pytorch.overhead import column_facts, node_facts
 
                 if columns is not None:
+                    # the rank's estimate waits for `job_overhead`: where a measured step is fitted
+                    # instead, the estimate's only trace in the output is which nodes it marked
                     facts = [column_facts(columns)]
+                    stats["profiler_overhead"] = None
                 else:
                     facts = node_facts([trace], [messages])
                     del messages
-                stats["profiler_overhead"] = _overhead_of(trace, options, facts)
+                    stats["profiler_overhead"] = _overhead_of(trace, options, facts)
                 held[out_path] = (trace, facts)  # type: ignore[index]
             else:
                 stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
@@ -707,10 +710,16 @@ def job_overhead(
         truth = find_truth(inputs)
         if truth is not None:
             measured, source, cautions = truth.step_ns, truth.source, truth.cautions
+    held = held or {}
+    # ranks held in columns whose own estimate was left for here (`_convert_one`)
+    pending = [(p, r) for p, r in zip(paths, results) if p in held and r.get("profiler_overhead", {}) is None]
+    if measured is None or options.overhead == "keep":
+        for p, r in pending:
+            r["profiler_overhead"] = _overhead_of(held[p][0], options, held[p][1])
+        pending = []
     several = len(paths) > 1 and options.overhead != "keep"
     if measured is None and not options.overhead_replay and not several:
         return
-    held = held or {}
     traces = [held[p][0] if p in held else read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
     facts = [held[p][1][0] for p in paths] if held and all(p in held for p in paths) else None
 
@@ -721,8 +730,9 @@ def job_overhead(
 
     if measured is not None and options.overhead != "keep":
         rep = overhead.remove_overhead(
-            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions, facts=facts
-        )
+            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions, facts=facts,
+            estimate_marks=bool(pending),
+        )  # fmt: skip
         rewrite()
         for r in results:
             r["profiler_overhead"] = rep.as_dict()

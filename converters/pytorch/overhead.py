@@ -548,22 +548,27 @@ class _Plan:
             out[t.rank if t.rank is not None else pos] = (rows, new)
         return out
 
-    def mark(self) -> None:
-        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know)."""
-        for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
-            if f.columns is not None:  # the columns write the attribute (columns.py)
-                current = f.columns.durations
-                for d, k, i in zip(rec, kept, rows):
-                    if not k and current[i] != d:
-                        f.profiled[i] = int(d)
-                continue
-            for n, d, k, i in zip(nodes, rec, kept, rows):
-                if not k and n.duration_micros != d:
+    def mark(self, also: Optional[list[Any]] = None) -> None:
+        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know);
+        `also`: per rank, other durations of the host nodes (an `apply(..., write=False)`) whose
+        changes count too."""
+        for r, (nodes, rec, kept, f, rows) in enumerate(
+            zip(self.nodes, self.recorded, self.kept, self.facts, self.rows)
+        ):
+            now = f.columns.durations if f.columns is not None else None
+            current = [now[i] for i in rows] if now is not None else [n.duration_micros for n in nodes]
+            other = also[r] if also is not None else current
+            for j, (d, k, c, o) in enumerate(zip(rec, kept, current, other)):
+                if k or (c == d and o == d):
+                    continue
+                i = rows[j]
+                if now is None:
+                    n = nodes[j]
                     if d <= _INT64_MAX:  # set_attr's arm for it, without looking for one first
                         n.attr.add(name=PROFILED_ATTR, int64_val=d)
                     else:
                         set_attr(n, PROFILED_ATTR, int(d))
-                    f.profiled[i] = int(d)
+                f.profiled[i] = int(d)  # with columns, they write the attribute (columns.py)
 
 
 class CollectiveWaits:
@@ -734,6 +739,7 @@ def remove_overhead(
     replay: bool = False,
     notes: Sequence[str] = (),
     facts: Optional[Sequence[_Facts]] = None,
+    estimate_marks: bool = False,
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
 
@@ -745,6 +751,10 @@ def remove_overhead(
     recorded durations already reach, or that no host time can reach, is said in the notes and
     the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
     also gives the profiled and the predicted step). `notes` go first into the report's notes.
+
+    `estimate_marks`: the pass without a step time (the estimate) was not run first, as it is
+    for every rank otherwise; the nodes it would have changed keep their recorded duration in
+    `profiled_dur_us` all the same (that is all it leaves in the output once a fit follows).
     """
     say = progress or (lambda _m: None)
     facts = facts if facts is not None else node_facts(traces)
@@ -781,6 +791,10 @@ def remove_overhead(
     profiled = facts[0].recorded_steps_ns() if facts else []
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))
+    estimated = None
+    if estimate_marks:
+        plan.apply(default_base, write=False)  # the estimate's durations (see `estimate_marks`)
+        estimated = list(plan.unwritten)
     if measured_step_ns is not None or replay:
         plan.apply(None)  # every node as recorded
         if waits:
@@ -898,7 +912,7 @@ def remove_overhead(
     rep.removed_us = plan.apply(rep.base_us)
     if measured_step_ns is not None or replay or waits:
         rep.predicted_step_ns = replay_step()
-    plan.mark()
+    plan.mark(estimated)
     if waits:
         waits.mark()
         rep.notes.append(
