@@ -493,6 +493,7 @@ class _Plan:
         # (1: all of it; below 1 only when a step time cannot be reached otherwise: remove_overhead)
         self.work = 1.0
         self.unwritten: list[Any] = [None] * len(traces)
+        self._row_arrays: Optional[list[np.ndarray]] = None
         # the same per-node inputs as arrays, for `apply`; a queue node's peer-busy time (NaN: none)
         self._arrays = [
             (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
@@ -543,8 +544,10 @@ class _Plan:
 
     def overrides(self) -> dict[int, tuple[Any, Any]]:
         """rank -> (host node positions, their durations) of the last `apply(..., write=False)`."""
+        if self._row_arrays is None:  # the replay indexes its durations with them, once per trial
+            self._row_arrays = [np.asarray(rows, dtype=np.int64) for rows in self.rows]
         out = {}
-        for pos, (t, rows, new) in enumerate(zip(self.traces, self.rows, self.unwritten)):
+        for pos, (t, rows, new) in enumerate(zip(self.traces, self._row_arrays, self.unwritten)):
             out[t.rank if t.rank is not None else pos] = (rows, new)
         return out
 
