@@ -22,7 +22,6 @@ from chakra.converters.pytorch.wire import _SMALL, NODE_ATTR, NODE_DUR, AttrEnco
 from chakra.files import temp_path
 from chakra.schema import pb
 from chakra.schema.attrs import set_attr
-from chakra.sim.steps import STEP_RE
 
 #: the attribute a changed node keeps its recorded duration in (overhead.PROFILED_ATTR)
 PROFILED_ATTR = "profiled_dur_us"
@@ -56,6 +55,8 @@ class RankColumns:
 
     def add_step(self, name: str, inclusive: Optional[int]) -> None:
         """The node about to be added is an op called `name` with this `inclusive_dur` (or none)."""
+        from chakra.sim.steps import STEP_RE  # only for a step mark: the simulator is not imported otherwise
+
         if inclusive and STEP_RE.match(name):
             self.inclusive[len(self.rows)] = inclusive
 

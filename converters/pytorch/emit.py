@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import attrgetter
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import orjson
 
-from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.comms import RECV, SEND
 from chakra.converters.pytorch.dag import GAP, IDLE, QUEUE, Item
 from chakra.converters.pytorch.ops import COMM, CPU, META, Op
@@ -41,6 +40,9 @@ from chakra.converters.pytorch.wire import (
 from chakra.graph import priority_topo_order
 from chakra.schema import NodeType
 from chakra.schema.attrs import RECV_BYTES, SEND_BYTES, make_attr
+
+if TYPE_CHECKING:
+    from chakra.converters.pytorch.columns import RankColumns
 
 _dumps = orjson.dumps
 
