@@ -246,7 +246,9 @@ class NodeEncoder:
             if cols is None:
                 emit(head + tail)
             else:
-                emit((node_id, name, node_type, dur_us, cpu, gap_of, ctrl, _data_deps(data), head, tail))
+                # the data dependencies as written (and read back): the first of each id, in order
+                data = data if len(data) < 2 else list(dict.fromkeys(data))
+                emit((node_id, name, node_type, dur_us, cpu, gap_of, ctrl, data, head, tail))
         self._t_lo, self.t_hi = t_lo, t_hi
         return out
 
@@ -268,11 +270,6 @@ class NodeEncoder:
         # ASTRA-sim strips two characters from each end and JSON-decodes the rest.
         inputs = length_delimited(NODE_INPUTS, io_info(f"['{text}']".encode(), b"", b'["String"]'))
         return node + inputs + _CPU_TRUE + _PROCESS_GROUPS.encode(text)
-
-
-def _data_deps(data: list[int]) -> list[int]:
-    """The data dependencies as written (and read back): the first of each id, in order."""
-    return list(dict.fromkeys(data)) if len(data) > 1 else data
 
 
 def _op_attrs(op: Op, ids: list[bytes], n_ids: int) -> tuple[int, bytes]:
