@@ -540,13 +540,7 @@ class _Plan:
                 # a wait longer than the peer's kernels in it keeps `idle_share` of the rest
                 busy = self._busy[r]
                 exacts = np.where(exacts > busy, busy + self.idle_share * (exacts - busy), exacts)
-            carry = 0.0
-            new_all = []
-            for exact in exacts.tolist():
-                exact += carry
-                new = round(exact)
-                carry = exact - new
-                new_all.append(new)
+            new_all = _carried_rounding(exacts)
             if write:
                 self.facts[r].write(self.rows[r], nodes, new_all)
             else:
@@ -586,6 +580,28 @@ class _Plan:
                     else:
                         set_attr(n, PROFILED_ATTR, int(d))
                 f.profiled[i] = int(d)  # with columns, they write the attribute (columns.py)
+
+
+def _carried_rounding(exacts: np.ndarray) -> list[int]:
+    """Each value rounded with the previous ones' rounding error carried into it (so sums along
+    a thread stay exact). A value of 0 leaves the carry as it is and rounds to 0 (the carry is
+    at most 0.5, and round() takes halves to even), so where most values are 0 (the fit at its
+    floor) the loop runs over the others only, with the same results."""
+    nonzero = np.flatnonzero(exacts)  # NaN counts as nonzero: it goes through the loop as before
+    sparse = len(nonzero) * 2 < len(exacts)
+    carry = 0.0
+    out = []
+    add = out.append
+    for exact in (exacts[nonzero] if sparse else exacts).tolist():
+        exact += carry
+        new = round(exact)
+        carry = exact - new
+        add(new)
+    if not sparse:
+        return out
+    full = np.zeros(len(exacts), dtype=np.int64)
+    full[nonzero] = out
+    return full.tolist()
 
 
 class CollectiveWaits:

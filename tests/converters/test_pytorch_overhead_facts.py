@@ -8,13 +8,14 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chakra.converters.kineto.trace import load_kineto
 from chakra.converters.pytorch import driver
 from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.et import load_et
-from chakra.converters.pytorch.overhead import _Facts, column_facts, remove_overhead
+from chakra.converters.pytorch.overhead import _carried_rounding, _Facts, column_facts, remove_overhead
 from chakra.io import TraceWriter
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "gpu"
@@ -145,3 +146,26 @@ def test_a_held_rank_writes_what_a_read_back_one_does(samples_dir, tmp_path):
         w.write_metadata(trace.metadata)
         w.write_nodes(trace.nodes)
     assert path.read_bytes() == nodes_path.read_bytes()
+
+
+def _rounded_one_by_one(exacts: list[float]) -> list[int]:
+    carry, out = 0.0, []
+    for exact in exacts:
+        exact += carry
+        new = round(exact)
+        carry = exact - new
+        out.append(new)
+    return out
+
+
+@pytest.mark.parametrize("zero_share", [0.0, 0.6, 0.95, 1.0])
+def test_carried_rounding_over_the_nonzero_values_only_gives_the_same_durations(zero_share):
+    """The fit rounds each host duration with the error carried from the one before; where most
+    are 0 it runs over the others only. Halves (ties to even), -0.0 and big values included."""
+    rng = np.random.default_rng(7)
+    n = 20000
+    values = rng.random(n) * rng.choice([1.0, 40.0, 3e5], n) + rng.choice([0.0, 0.5, 0.25], n)
+    values[rng.random(n) < zero_share] = 0.0
+    values[::997] = -0.0
+    values[5::331] = 2.5
+    assert _carried_rounding(values) == _rounded_one_by_one(values.tolist())
