@@ -323,8 +323,10 @@ class Costs:
 def _events(facts: _Facts, rows: list[int]) -> list[int]:
     """Profiled events per host node: itself, plus one per device task it launched (each launch
     is a CUDA runtime call that CUPTI records)."""
-    launches: dict[int, int] = {}
     cpu = facts.cpu
+    if False not in cpu:  # no device task (a CPU-only trace): one event per node
+        return [1] * len(rows)
+    launches: dict[int, int] = {}
     names = facts.name_list
     for i, t in enumerate(facts.types):
         if t == _COMP and cpu[i] is False and names[i] != "queue":
@@ -340,15 +342,19 @@ def _python_level(facts: _Facts, rows: list[int]) -> list[bool]:
     """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
     gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
     `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
-    names, name_list = facts.names, facts.name_list
+    names, name_list, gap_of = facts.names, facts.name_list, facts.gap_of
+    by_owner: dict[str, bool] = {}  # per region name: a trace has a few hundred
     out = []
     for i in rows:
         name = name_list[i]
         if name == "idle":
             out.append(True)
         elif name == "gap":
-            owner = names.get(facts.gap_of[i], "")
-            out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
+            owner = names.get(gap_of[i], "")
+            python = by_owner.get(owner)
+            if python is None:
+                python = by_owner[owner] = bool(owner) and "::" not in owner and not _BACKWARD.search(owner)
+            out.append(python)
         else:
             out.append(False)
     return out
