@@ -172,9 +172,9 @@ class PathReplay:
         the simulator's (module docstring). `system`: the system config the simulator would use
         (None: the bundled one, which has no roofline). `step_ids`: rank -> its `ProfilerStep#k`
         ids in step order (`chakra.sim.steps.step_node_ids`), when the caller has them; `columns`:
-        each trace's node ids and types in node order, likewise, optionally followed by each
-        node's dependencies and a list of the durations (then the trace need hold no nodes:
-        converters/pytorch/columns.py)."""
+        each trace's node ids and types in node order, likewise, optionally followed by the nodes'
+        (data dependencies, control dependencies) and a list of their durations (then the trace
+        need hold no nodes: converters/pytorch/columns.py)."""
         if system is not None and getattr(system, "roofline_enabled", False):
             return None
         ranks = []
@@ -207,12 +207,13 @@ def _compile(
     nodes: list[Any],
     ids: Optional[list[int]] = None,
     kinds: Optional[list[int]] = None,
-    deps: Optional[list[Any]] = None,
+    deps: Optional[tuple[list[Any], list[Any]]] = None,
     durations: Optional[list[int]] = None,
 ) -> Optional[_Rank]:
     """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle).
-    `ids`, `kinds`: the nodes' ids and types, when the caller has read them already; `deps`,
-    `durations`: their dependencies and durations (`PathReplay.build`), with no `nodes`."""
+    `ids`, `kinds`: the nodes' ids and types, when the caller has read them already; `deps`
+    (their data and their control dependencies, two lists) and `durations`: likewise, with no
+    `nodes` (`PathReplay.build`)."""
     n = len(ids) if ids is not None and kinds is not None else len(nodes)
     if ids is None or kinds is None:
         ids, kinds = [x.id for x in nodes], [x.type for x in nodes]
@@ -225,11 +226,11 @@ def _compile(
     if n > 1 and (sorted_ids[1:] == sorted_ids[:-1]).any():
         return None
     # the edges, as rows: a dependency's order within its node does not matter (a max)
-    if deps is None:
-        deps = [(*x.data_deps, *x.ctrl_deps) for x in nodes]
-    counts = np.fromiter(map(len, deps), dtype=np.int64, count=n)
+    data, ctrl = deps if deps is not None else ([x.data_deps for x in nodes], [x.ctrl_deps for x in nodes])
+    counts = np.fromiter(map(len, data), dtype=np.int64, count=n) + np.fromiter(map(len, ctrl), dtype=np.int64, count=n)
     m = int(counts.sum())
-    dep_ids = np.fromiter(itertools.chain.from_iterable(deps), dtype=np.uint64, count=m)
+    flat = itertools.chain.from_iterable(itertools.chain.from_iterable(zip(data, ctrl)))  # node by node: data, ctrl
+    dep_ids = np.fromiter(flat, dtype=np.uint64, count=m)
     child = np.repeat(np.arange(n, dtype=np.int64), counts)
     at = np.searchsorted(sorted_ids, dep_ids)
     if m and (at.max() >= n or (sorted_ids[np.minimum(at, n - 1)] != dep_ids).any()):

@@ -32,8 +32,8 @@ _DUR_SMALL = [NODE_DUR + v for v in _SMALL]
 
 class RankColumns:
     """Per node, in the order written: `ids`, `names`, `types`, `durations` (µs, current: the
-    passes change them), `cpu` (`is_cpu_op`), `gap_of` (0 when absent), `deps` (data then control
-    dependencies), `data` (data dependencies as written), and `profiled` (the recorded duration of
+    passes change them), `cpu` (`is_cpu_op`), `gap_of` (0 when absent), `data` and `ctrl` (the
+    data and control dependencies as written), and `profiled` (the recorded duration of
     a node marked as changed, else None); `inclusive` maps the rows of `ProfilerStep#k` nodes to
     their `inclusive_dur`. `metadata` is the rank's GlobalMetadata."""
 
@@ -48,7 +48,7 @@ class RankColumns:
         self.cpu: list[Any] = []
         self.gap_of: list[int] = []
         self.data: list[Any] = []
-        self.deps: list[Any] = []
+        self.ctrl: list[Any] = []
         self.profiled: list[Any] = []
         self._pre: list[bytes] = []
         self._post: list[bytes] = []
@@ -68,8 +68,7 @@ class RankColumns:
             ids, names, types, durs, cpu, gap_of, ctrl, data, pre, post = cols
             self.ids, self.names, self.types = list(ids), list(names), list(types)
             self.durations, self.cpu, self.gap_of = list(durs), list(cpu), list(gap_of)
-            self.data = list(data)
-            self.deps = [(*d, *c) if d else c for d, c in zip(data, ctrl)]
+            self.data, self.ctrl = list(data), list(ctrl)
             self._pre, self._post = list(pre), list(post)
         self.profiled = [None] * len(self.ids)
 

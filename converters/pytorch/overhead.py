@@ -742,13 +742,16 @@ class _Replayer:
             if self.facts is not None:
                 ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
                 steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
-            columns = (
-                [(f.ids, f.types) if f.columns is None else (f.ids, f.types, f.columns.deps, f.columns.durations)
-                 for f in self.facts]
-                if self.facts is not None
-                else None
-            )  # fmt: skip
+            columns = [_replay_columns(f) for f in self.facts] if self.facts is not None else None
             self.paths = PathReplay.build(self.traces, step_ids=steps, columns=columns)
+
+
+def _replay_columns(f: _Facts) -> tuple:
+    """What `PathReplay.build` takes of one rank's facts (ids, types; with columns, also the
+    dependencies and the durations the passes change)."""
+    if f.columns is None:
+        return (f.ids, f.types)
+    return (f.ids, f.types, (f.columns.data, f.columns.ctrl), f.columns.durations)
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
