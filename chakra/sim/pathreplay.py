@@ -18,6 +18,7 @@ that repeat, dependencies on absent ids or a cycle (the simulator's errors say w
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any, Optional
@@ -41,11 +42,14 @@ class _Rank:
 
     def __init__(
         self, nodes: list[Any], ids: list[int], types: np.ndarray, order: np.ndarray, parent: np.ndarray,
-        child: np.ndarray,
+        child: np.ndarray, durations: Optional[list[int]] = None,
     ) -> None:  # fmt: skip
-        """`parent`/`child`: the edges as positions in `order` (parent before child)."""
-        n = len(nodes)
+        """`parent`/`child`: the edges as positions in `order` (parent before child). `durations`:
+        the nodes' durations (µs), a list the caller changes between runs, in place of `nodes`."""
+        n = len(ids)
+        self.n = n
         self.nodes = nodes
+        self.durations = durations
         self.row_of = dict(zip(ids, range(n)))
         # rows whose delay follows their duration (everything but metadata / invalid nodes)
         self.timed = ~np.isin(types, _NO_DELAY) & np.isin(types, list(_KNOWN))
@@ -77,11 +81,14 @@ class _Rank:
         """Start and end of every row (ns) from the nodes' current durations, or with `override`
         (rows, durations µs) in place of theirs, the other rows as the last run without one read
         them; returns the finish."""
-        n = len(self.nodes)
+        n = self.n
         if not n:
             return 0
         if override is None or self.read is None:
-            self.read = np.fromiter(map(_DURATION, self.nodes), dtype=np.int64, count=n)
+            if self.durations is not None:
+                self.read = np.asarray(self.durations, dtype=np.int64)
+            else:
+                self.read = np.fromiter(map(_DURATION, self.nodes), dtype=np.int64, count=n)
         dur = self.read
         if override is not None:
             dur = dur.copy()
@@ -159,18 +166,20 @@ class PathReplay:
         traces: Sequence[Trace],
         system: Any = None,
         step_ids: Optional[dict[int, list[int]]] = None,
-        columns: Optional[Sequence[tuple[list[int], list[int]]]] = None,
+        columns: Optional[Sequence[tuple]] = None,
     ) -> Optional[PathReplay]:
         """The replay of `traces` (ranks by `.rank`, else position), or None where it would not be
         the simulator's (module docstring). `system`: the system config the simulator would use
         (None: the bundled one, which has no roofline). `step_ids`: rank -> its `ProfilerStep#k`
         ids in step order (`chakra.sim.steps.step_node_ids`), when the caller has them; `columns`:
-        each trace's node ids and types in node order, likewise."""
+        each trace's node ids and types in node order, likewise, optionally followed by the nodes'
+        (data dependencies, control dependencies) and a list of their durations (then the trace
+        need hold no nodes: converters/pytorch/columns.py)."""
         if system is not None and getattr(system, "roofline_enabled", False):
             return None
         ranks = []
         for pos, t in enumerate(traces):
-            got = _compile(list(t.nodes), *(columns[pos] if columns is not None else (None, None)))
+            got = _compile(list(t.nodes), *(columns[pos] if columns is not None else ()))
             if got is None:
                 return None
             ranks.append((t.rank if t.rank is not None else pos, got))
@@ -194,10 +203,18 @@ def _marks(trace: Trace) -> list[tuple[int, int]]:
     return [(int(n.name.rsplit("#", 1)[1]), n.id) for n in trace.nodes if STEP_RE.match(n.name)]
 
 
-def _compile(nodes: list[Any], ids: Optional[list[int]] = None, kinds: Optional[list[int]] = None) -> Optional[_Rank]:
+def _compile(
+    nodes: list[Any],
+    ids: Optional[list[int]] = None,
+    kinds: Optional[list[int]] = None,
+    deps: Optional[tuple[list[Any], list[Any]]] = None,
+    durations: Optional[list[int]] = None,
+) -> Optional[_Rank]:
     """One rank's chains, or None (memory nodes, repeated ids, absent dependencies, a cycle).
-    `ids`, `kinds`: the nodes' ids and types, when the caller has read them already."""
-    n = len(nodes)
+    `ids`, `kinds`: the nodes' ids and types, when the caller has read them already; `deps`
+    (their data and their control dependencies, two lists) and `durations`: likewise, with no
+    `nodes` (`PathReplay.build`)."""
+    n = len(ids) if ids is not None and kinds is not None else len(nodes)
     if ids is None or kinds is None:
         ids, kinds = [x.id for x in nodes], [x.type for x in nodes]
     types = np.asarray(kinds, dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
@@ -209,13 +226,11 @@ def _compile(nodes: list[Any], ids: Optional[list[int]] = None, kinds: Optional[
     if n > 1 and (sorted_ids[1:] == sorted_ids[:-1]).any():
         return None
     # the edges, as rows: a dependency's order within its node does not matter (a max)
-    data = [x.data_deps for x in nodes]
-    ctrl = [x.ctrl_deps for x in nodes]
+    data, ctrl = deps if deps is not None else ([x.data_deps for x in nodes], [x.ctrl_deps for x in nodes])
     counts = np.fromiter(map(len, data), dtype=np.int64, count=n) + np.fromiter(map(len, ctrl), dtype=np.int64, count=n)
     m = int(counts.sum())
-    dep_ids = np.fromiter(
-        (d for a, b in zip(data, ctrl) for d in (*a, *b)) if m else (), dtype=np.uint64, count=m
-    )  # fmt: skip
+    flat = itertools.chain.from_iterable(itertools.chain.from_iterable(zip(data, ctrl)))  # node by node: data, ctrl
+    dep_ids = np.fromiter(flat, dtype=np.uint64, count=m)
     child = np.repeat(np.arange(n, dtype=np.int64), counts)
     at = np.searchsorted(sorted_ids, dep_ids)
     if m and (at.max() >= n or (sorted_ids[np.minimum(at, n - 1)] != dep_ids).any()):
@@ -223,14 +238,14 @@ def _compile(nodes: list[Any], ids: Optional[list[int]] = None, kinds: Optional[
     parent = by_id[at].astype(np.int64) if m else np.zeros(0, dtype=np.int64)
     if (parent < child).all():
         order = np.arange(n, dtype=np.int64)  # the file's order is a topological one
-        return _Rank(nodes, ids, types, order, parent, child)
+        return _Rank(nodes, ids, types, order, parent, child, durations)
     topo = _topological(n, parent.tolist(), child.tolist())
     if topo is None:
         return None  # a cycle
     order = np.asarray(topo, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    return _Rank(nodes, ids, types, order, pos[parent], pos[child])
+    return _Rank(nodes, ids, types, order, pos[parent], pos[child], durations)
 
 
 def _topological(n: int, parent: list[int], child: list[int]) -> Optional[list[int]]:

@@ -25,6 +25,7 @@ import msgspec
 from chakra.commgroups import write_comm_groups
 from chakra.converters.kineto.trace import KEvent, KinetoFile, load_kineto, sniff_kineto_head
 from chakra.converters.pytorch import comms
+from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.commmap import map_comms
 from chakra.converters.pytorch.dag import SYNC_RUNTIME, Builder
 from chakra.converters.pytorch.emit import CycleError, NodeEncoder, ordered
@@ -92,12 +93,15 @@ def convert_rank(
     writer: Optional[TraceWriter] = None,
     release: bool = False,
     job: Optional[GlooJob] = None,
+    columns: Optional[RankColumns] = None,
 ) -> tuple[Trace, dict[str, Any]]:
     """Convert one rank (ET and/or Kineto already loaded) into a Trace and its summary.
 
     With `writer`, nodes are streamed into it as they are made and the returned Trace holds none
-    (bounded memory for big traces). `release` empties `kf`'s event lists once they are read (the
-    caller is done with them), so their memory is reused for the graph. The cyclic GC is paused
+    (bounded memory for big traces); with `columns`, they are recorded there instead (for the
+    profiler-cost passes, which then write them: columns.RankColumns), likewise. `release`
+    empties `kf`'s event lists once they are read (the caller is done with them), so their
+    memory is reused for the graph. The cyclic GC is paused
     meanwhile: the parsed JSON is millions of live objects, and every generation-2 pass would walk
     them all for nothing. `job` carries the job-wide placement of gloo collectives on process
     groups (see `GlooJob`); without it a rank's gloo threads are placed from its own trace.
@@ -105,7 +109,7 @@ def convert_rank(
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        return _convert_rank(et, kf, rank, options or Options(), writer, release, job)
+        return _convert_rank(et, kf, rank, options or Options(), writer, release, job, columns)
     finally:
         if gc_was:
             gc.enable()
@@ -119,6 +123,7 @@ def _convert_rank(
     writer: Optional[TraceWriter],
     release: bool,
     job: Optional[GlooJob] = None,
+    columns: Optional[RankColumns] = None,
 ) -> tuple[Trace, dict[str, Any]]:
     t0 = time.perf_counter()
     stats: dict[str, Any] = {"rank": rank, "warnings": []}
@@ -194,13 +199,18 @@ def _convert_rank(
     nodes: list = []
     if writer is not None:
         writer.write_metadata(md)
-    encoder = NodeEncoder(options.io, builder.next_id)
+    encoder = NodeEncoder(options.io, builder.next_id, columns)
     for i in range(0, len(items), 4096):
         batch = encoder.encode_batch(items[i : i + 4096])
+        if columns is not None:
+            continue  # the encoder recorded the nodes there
         if writer is not None:
             writer.write_serialized(batch)
         else:
             nodes.extend(map(pb.Node.FromString, batch))
+    if columns is not None:
+        columns.metadata = md
+        columns.settle()
     trace = Trace(metadata=md, nodes=nodes, rank=rank)
     stats["span_us"] = (encoder.t_hi - encoder.t_lo) if encoder.t_lo is not None else 0
     _summarise(stats, encoder.types, list(ops.values()), dropped, timed)
@@ -432,7 +442,9 @@ def _convert_one(
     written). With `held` (one rank, converted in this process), a timed rank is not written: its
     Trace stays in memory for the profiler-cost passes, `held[out_path] = (trace, node facts)`,
     and the caller writes it once they are done (rather than writing, reading back and rewriting
-    it for each pass)."""
+    it for each pass). When the passes remove the profiler's cost, the rank is held as the
+    converter's own columns (`columns.RankColumns`: no file written and read back, no protobuf
+    node made) and written from them."""
     try:
         gc_was = gc.isenabled()
         gc.disable()  # see convert_rank
@@ -451,17 +463,26 @@ def _convert_one(
                 kf = load_kineto(ri.kineto, ri.kineto_raw) if ri.kineto_raw is not None else None
             ri.kineto_raw = None
             hold = held is not None and kf is not None and options.overhead in _OVERHEAD_MODES
-            w = TraceWriter(out_path)
-            try:
-                _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
-            except BaseException:
-                w.abort()
-                raise
-            if stats.get("deferred"):
-                w.abort()
+            # the passes that remove the profiler's cost work on the converter's own columns (the
+            # rank is written once they are done); keeping the recorded times, or replaying them
+            # for the report, reads the rank back from its file instead
+            columns = RankColumns() if hold and options.overhead != "keep" and not options.overhead_replay else None
+            if columns is not None:
+                _, stats = convert_rank(et, kf, ri.rank, options, release=True, job=job, columns=columns)
+                del et, kf
+                trace = Trace(metadata=columns.metadata, nodes=[], rank=ri.rank)
             else:
-                w.close()
-            if hold:
+                w = TraceWriter(out_path)
+                try:
+                    _, stats = convert_rank(et, kf, ri.rank, options, writer=w, release=True, job=job)
+                except BaseException:
+                    w.abort()
+                    raise
+                if stats.get("deferred"):
+                    w.abort()
+                else:
+                    w.close()
+            if hold and columns is None:
                 # read back once (the file streamed out, so the converter's objects and the whole
                 # output were never in memory together); both passes then work on this Trace
                 del et, kf
@@ -473,11 +494,17 @@ def _convert_one(
             stats["gloo_survey"] = job.surveys[ri.rank].as_tuple()
         if options.overhead in _OVERHEAD_MODES and stats.get("durations") == "from Kineto":
             if hold:
-                from chakra.converters.pytorch.overhead import node_facts
+                from chakra.converters.pytorch.overhead import column_facts, node_facts
 
-                facts = node_facts([trace], [messages])
-                del messages
-                stats["profiler_overhead"] = _overhead_of(trace, options, facts)
+                if columns is not None:
+                    # the rank's estimate waits for `job_overhead`: where a measured step is fitted
+                    # instead, the estimate's only trace in the output is which nodes it marked
+                    facts = [column_facts(columns)]
+                    stats["profiler_overhead"] = None
+                else:
+                    facts = node_facts([trace], [messages])
+                    del messages
+                    stats["profiler_overhead"] = _overhead_of(trace, options, facts)
                 held[out_path] = (trace, facts)  # type: ignore[index]
             else:
                 stats["profiler_overhead"] = _rank_overhead(out_path, ri.rank, options)
@@ -597,8 +624,11 @@ def convert_files(
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
         job_overhead(tmp_paths, results, [*et_paths, *kineto_paths], options, held)
-        for tmp, (trace, _) in held.items():
-            _rewrite(tmp, trace)
+        for tmp, (trace, facts) in held.items():
+            if facts and facts[0].columns is not None:
+                facts[0].columns.write(tmp)
+            else:
+                _rewrite(tmp, trace)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -680,10 +710,16 @@ def job_overhead(
         truth = find_truth(inputs)
         if truth is not None:
             measured, source, cautions = truth.step_ns, truth.source, truth.cautions
+    held = held or {}
+    # ranks held in columns whose own estimate was left for here (`_convert_one`)
+    pending = [(p, r) for p, r in zip(paths, results) if p in held and r.get("profiler_overhead", {}) is None]
+    if measured is None or options.overhead == "keep":
+        for p, r in pending:
+            r["profiler_overhead"] = _overhead_of(held[p][0], options, held[p][1])
+        pending = []
     several = len(paths) > 1 and options.overhead != "keep"
     if measured is None and not options.overhead_replay and not several:
         return
-    held = held or {}
     traces = [held[p][0] if p in held else read_trace(p, rank=r["rank"]) for p, r in zip(paths, results)]
     facts = [held[p][1][0] for p in paths] if held and all(p in held for p in paths) else None
 
@@ -694,8 +730,9 @@ def job_overhead(
 
     if measured is not None and options.overhead != "keep":
         rep = overhead.remove_overhead(
-            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions, facts=facts
-        )
+            traces, measured, measured_source=source, replay=options.overhead_replay, notes=cautions, facts=facts,
+            estimate_marks=bool(pending),
+        )  # fmt: skip
         rewrite()
         for r in results:
             r["profiler_overhead"] = rep.as_dict()

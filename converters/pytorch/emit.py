@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import attrgetter
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import orjson
 
@@ -40,6 +40,9 @@ from chakra.converters.pytorch.wire import (
 from chakra.graph import priority_topo_order
 from chakra.schema import NodeType
 from chakra.schema.attrs import RECV_BYTES, SEND_BYTES, make_attr
+
+if TYPE_CHECKING:
+    from chakra.converters.pytorch.columns import RankColumns
 
 _dumps = orjson.dumps
 
@@ -122,9 +125,11 @@ class NodeEncoder:
     repeat (names, attribute entries) are cached; ids below `id_limit` come from a varint table.
     """
 
-    def __init__(self, with_io: bool, id_limit: int = 0) -> None:
-        """`id_limit`: node ids are below it (ids, rf_ids and dependencies then encode by lookup)."""
+    def __init__(self, with_io: bool, id_limit: int = 0, columns: Optional[RankColumns] = None) -> None:
+        """`id_limit`: node ids are below it (ids, rf_ids and dependencies then encode by lookup).
+        `columns`: record every node there (columns.RankColumns) instead of returning its bytes."""
         self.with_io = with_io
+        self.columns = columns
         self.types: Counter = Counter()
         self._t_lo = _NO_TIME
         self.t_hi = 0
@@ -149,22 +154,39 @@ class NodeEncoder:
         n_ids = len(ids)
         with_io = self.with_io
         t_lo, t_hi = self._t_lo, self.t_hi
+        cols = self.columns
+        if cols is not None:  # rows for the columns instead of messages (see RankColumns)
+            emit = cols.rows.append
+        cpu, gap_of = True, 0
         for it in items:
             op = it.op
             if op is None:
                 name, node_type = it.kind, _COMP
                 owner = it.owner
                 v = ids[owner] if 0 <= owner < n_ids else varint(owner)
-                tails = _GAP_TAILS if name != QUEUE else (_GPU_QUEUE_TAILS if it.on_gpu else _QUEUE_TAILS)
+                if name != QUEUE:
+                    tails = _GAP_TAILS
+                    cpu, gap_of = True, owner
+                else:
+                    tails = _GPU_QUEUE_TAILS if it.on_gpu else _QUEUE_TAILS
+                    cpu, gap_of = not it.on_gpu, 0
                 tail = tails[len(v)] + v
             elif op.kind == META:
                 self._t_lo, self.t_hi = t_lo, t_hi
-                emit(self._meta(it, op))
+                meta = self._meta(it, op)
+                if cols is None:
+                    emit(meta)
+                else:
+                    emit((it.id, op.name, _META, 0, True, 0, (), (), meta, b""))
                 t_lo, t_hi = self._t_lo, self.t_hi
                 continue
             else:
                 name = op.name
                 node_type, tail = _op_attrs(op, ids, n_ids)
+                if cols is not None:
+                    cpu, gap_of = op.kind == CPU, 0
+                    if name[:13] == "ProfilerStep#" and op.ts is not None and op.end is not None and op.end > op.ts:
+                        cols.add_step(name, (op.end + 500) // 1000 - (op.ts + 500) // 1000)
                 if with_io:
                     io = op.io
                     if io is None:
@@ -217,9 +239,16 @@ class NodeEncoder:
                         t_lo = start_us
                     if start_us + dur_us > t_hi:
                         t_hi = start_us + dur_us
-                if dur_us:
+                if dur_us and cols is None:  # the columns add it when they write (it may change)
                     head += _DUR_SMALL[dur_us] if dur_us < 16384 else NODE_DUR + varint(dur_us)
-            emit(head + tail)
+            else:
+                dur_us = 0
+            if cols is None:
+                emit(head + tail)
+            else:
+                # the data dependencies as written (and read back): the first of each id, in order
+                data = data if len(data) < 2 else list(dict.fromkeys(data))
+                emit((node_id, name, node_type, dur_us, cpu, gap_of, ctrl, data, head, tail))
         self._t_lo, self.t_hi = t_lo, t_hi
         return out
 

@@ -41,8 +41,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
-from chakra.schema import NodeType
+from chakra.schema import NodeType, pb
 from chakra.schema.attrs import attr_value, get_attr, set_attr
 from chakra.sim.steps import OVERHEAD_ATTR, STEP_RE, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
@@ -109,9 +110,30 @@ class _Facts:
     per node in trace order, the `is_cpu_op` value (None when absent), `gap_of` (0 when absent),
     the recorded duration (`_recorded`) and whether it is already kept in `profiled_dur_us`."""
 
-    def __init__(self, trace: Trace, messages: Optional[Sequence[bytes]] = None) -> None:
+    def __init__(
+        self, trace: Optional[Trace], messages: Optional[Sequence[bytes]] = None, columns: Optional[RankColumns] = None
+    ) -> None:
         """`messages`: the nodes serialized, as the converter wrote them: the attributes it writes
-        in its own way are read from the bytes (C-level searches), the rest from the nodes."""
+        in its own way are read from the bytes (C-level searches), the rest from the nodes.
+        `columns`: the converter's own record of a rank's nodes (then `trace` holds none, the
+        passes change `columns.durations` and mark `columns.profiled`: see columns.py)."""
+        self.columns = columns
+        if columns is not None:
+            self.nodes: Any = None
+            self.cpu, self.gap_of, self.profiled = columns.cpu, columns.gap_of, columns.profiled
+            self.ids, self.name_list, self.types = columns.ids, columns.names, columns.types
+            # as recorded (the passes change the columns' durations, keeping the recorded one where marked)
+            self.recorded = [d if p is None else p for d, p in zip(columns.durations, columns.profiled)]
+        else:
+            assert trace is not None
+            self._read(trace, messages)
+        self.names = dict(zip(self.ids, self.name_list))
+        self._steps: Optional[list[tuple[int, int, int]]] = None
+        self._hosts: Optional[_Hosts] = None
+        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
+        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def _read(self, trace: Trace, messages: Optional[Sequence[bytes]]) -> None:
         nodes = trace.nodes
         n = len(nodes)
         self.nodes = nodes
@@ -133,11 +155,21 @@ class _Facts:
             ids, names, types, durations = (), (), (), ()
         self.ids, self.name_list, self.types = list(ids), list(names), list(types)
         self.recorded = [int(d) if d is not None else x for d, x in zip(self.profiled, durations)]
-        self.names = dict(zip(self.ids, self.name_list))
-        self._steps: Optional[list[tuple[int, int, int]]] = None
-        self._hosts: Optional[_Hosts] = None
-        #: (the facts it was read from, `estimate_costs` of them), set by `remove_overhead`
-        self.costs: Optional[tuple[tuple[_Facts, ...], Costs]] = None
+
+    def write(self, rows: Sequence[int], nodes: Optional[Sequence[Any]], durations: Sequence[int]) -> None:
+        """Set the durations of the nodes at `rows` (`nodes`: those nodes; None with columns)."""
+        if self.columns is not None:
+            current = self.columns.durations
+            for i, d in zip(rows, durations):
+                current[i] = d
+        else:
+            assert nodes is not None
+            for n, d in zip(nodes, durations):
+                n.duration_micros = d
+
+    def deps_data(self, i: int) -> Any:
+        """Node i's data dependencies."""
+        return self.columns.data[i] if self.columns is not None else self.nodes[i].data_deps
 
     def _scan(self, i: int) -> None:
         """Node i's attributes, read from the node (the first of a name counts, as get_attr)."""
@@ -209,7 +241,10 @@ class _Facts:
         by_id = {node_id: i for _, node_id, i in self._steps_in_file_order()}
         out = []
         for _, node_id, _ in self.steps():
-            dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
+            if self.columns is not None:
+                dur = self.columns.inclusive.get(by_id[node_id])
+            else:
+                dur = get_attr(self.nodes[by_id[node_id]], "inclusive_dur", None)
             if dur:
                 out.append(float(dur) * 1000.0)
         return out
@@ -231,7 +266,7 @@ class _Hosts:
 
     def __init__(self, facts: _Facts) -> None:
         self.rows = facts.host_rows()
-        self.nodes = [facts.nodes[i] for i in self.rows]
+        self.nodes = [facts.nodes[i] for i in self.rows] if facts.nodes is not None else None
         self.events = _events(facts, self.rows)
         self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
         self.python = _python_level(facts, self.rows)
@@ -248,6 +283,11 @@ def node_facts(traces: Sequence[Trace], messages: Optional[Sequence[Sequence[byt
     """Each trace's `_Facts`, for passes of `remove_overhead` over the same nodes (`facts=`).
     `messages`: each trace's nodes as the converter serialized them (`_Facts`)."""
     return [_Facts(t, ms) for t, ms in zip(traces, messages or [None] * len(traces))]
+
+
+def column_facts(columns: RankColumns) -> _Facts:
+    """`node_facts` of one rank the converter recorded in columns (its Trace holds no nodes)."""
+    return _Facts(None, columns=columns)
 
 
 def _host_nodes(trace: Trace) -> list[Any]:
@@ -283,12 +323,14 @@ class Costs:
 def _events(facts: _Facts, rows: list[int]) -> list[int]:
     """Profiled events per host node: itself, plus one per device task it launched (each launch
     is a CUDA runtime call that CUPTI records)."""
-    launches: dict[int, int] = {}
     cpu = facts.cpu
-    names, nodes = facts.name_list, facts.nodes
+    if False not in cpu:  # no device task (a CPU-only trace): one event per node
+        return [1] * len(rows)
+    launches: dict[int, int] = {}
+    names = facts.name_list
     for i, t in enumerate(facts.types):
         if t == _COMP and cpu[i] is False and names[i] != "queue":
-            for d in nodes[i].data_deps:
+            for d in facts.deps_data(i):
                 launches[d] = launches.get(d, 0) + 1
     # A GPU queue node (a kernel waiting for its launch) has no untraced time of its own: the
     # kernel already waits for the host node that launched it.
@@ -300,15 +342,19 @@ def _python_level(facts: _Facts, rows: list[int]) -> list[bool]:
     """Which host nodes hold Python time: `idle` (the main thread outside any operator) and the
     gaps of regions that Python code records (`ProfilerStep#k`, `Optimizer.step#...`, user
     `record_function`s), told apart from C++ ones (`aten::`, `autograd::`, `c10d::`, `...Backward0`)."""
-    names, name_list = facts.names, facts.name_list
+    names, name_list, gap_of = facts.names, facts.name_list, facts.gap_of
+    by_owner: dict[str, bool] = {}  # per region name: a trace has a few hundred
     out = []
     for i in rows:
         name = name_list[i]
         if name == "idle":
             out.append(True)
         elif name == "gap":
-            owner = names.get(facts.gap_of[i], "")
-            out.append(bool(owner) and "::" not in owner and not _BACKWARD.search(owner))
+            owner = names.get(gap_of[i], "")
+            python = by_owner.get(owner)
+            if python is None:
+                python = by_owner[owner] = bool(owner) and "::" not in owner and not _BACKWARD.search(owner)
+            out.append(python)
         else:
             out.append(False)
     return out
@@ -453,6 +499,8 @@ class _Plan:
         # (1: all of it; below 1 only when a step time cannot be reached otherwise: remove_overhead)
         self.work = 1.0
         self.unwritten: list[Any] = [None] * len(traces)
+        self._row_arrays: Optional[list[np.ndarray]] = None
+        self._last: Optional[tuple[tuple, list[list[int]], int]] = None  # apply's last (inputs, durations, removed)
         # the same per-node inputs as arrays, for `apply`; a queue node's peer-busy time (NaN: none)
         self._arrays = [
             (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
@@ -474,11 +522,21 @@ class _Plan:
         removed. Rounding error is carried from node to node, so sums along a thread stay exact."""
         removed = 0
         if base_us is None:
-            for nodes, rec in zip(self.nodes, self.recorded):
-                for n, d in zip(nodes, rec):
-                    n.duration_micros = d
+            for f, rows, nodes, rec in zip(self.facts, self.rows, self.nodes, self.recorded):
+                f.write(rows, nodes, rec)
             return 0
         py_cost = self.python_cost
+        # the fit often asks twice in a row for the same durations (the estimate, then its first
+        # trial; its last trial, then the final write): the rounding loop runs once for both
+        key = (base_us, py_cost, self.work, self.idle_share)
+        if self._last is not None and self._last[0] == key:
+            for r, (nodes, new_all) in enumerate(zip(self.nodes, self._last[1])):
+                if write:
+                    self.facts[r].write(self.rows[r], nodes, new_all)
+                else:
+                    self.unwritten[r] = new_all
+            return self._last[2]
+        computed = []
         for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
             d, e, c, py = self._arrays[r]
             exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
@@ -488,38 +546,68 @@ class _Plan:
                 # a wait longer than the peer's kernels in it keeps `idle_share` of the rest
                 busy = self._busy[r]
                 exacts = np.where(exacts > busy, busy + self.idle_share * (exacts - busy), exacts)
-            carry = 0.0
-            new_all = []
-            for exact in exacts.tolist():
-                exact += carry
-                new = round(exact)
-                carry = exact - new
-                new_all.append(new)
+            new_all = _carried_rounding(exacts)
             if write:
-                for n, new in zip(nodes, new_all):
-                    n.duration_micros = new
+                self.facts[r].write(self.rows[r], nodes, new_all)
             else:
                 self.unwritten[r] = new_all
+            computed.append(new_all)
             removed += sum(rec) - sum(new_all)
+        self._last = (key, computed, removed)
         return removed
 
     def overrides(self) -> dict[int, tuple[Any, Any]]:
         """rank -> (host node positions, their durations) of the last `apply(..., write=False)`."""
+        if self._row_arrays is None:  # the replay indexes its durations with them, once per trial
+            self._row_arrays = [np.asarray(rows, dtype=np.int64) for rows in self.rows]
         out = {}
-        for pos, (t, rows, new) in enumerate(zip(self.traces, self.rows, self.unwritten)):
+        for pos, (t, rows, new) in enumerate(zip(self.traces, self._row_arrays, self.unwritten)):
             out[t.rank if t.rank is not None else pos] = (rows, new)
         return out
 
-    def mark(self) -> None:
-        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know)."""
-        for nodes, rec, kept, f, rows in zip(self.nodes, self.recorded, self.kept, self.facts, self.rows):
-            for n, d, k, i in zip(nodes, rec, kept, rows):
-                if not k and n.duration_micros != d:
+    def mark(self, also: Optional[list[Any]] = None) -> None:
+        """Changed host nodes keep their recorded duration in PROFILED_ATTR (and the facts know);
+        `also`: per rank, other durations of the host nodes (an `apply(..., write=False)`) whose
+        changes count too."""
+        for r, (nodes, rec, kept, f, rows) in enumerate(
+            zip(self.nodes, self.recorded, self.kept, self.facts, self.rows)
+        ):
+            now = f.columns.durations if f.columns is not None else None
+            current = [now[i] for i in rows] if now is not None else [n.duration_micros for n in nodes]
+            other = also[r] if also is not None else current
+            for j, (d, k, c, o) in enumerate(zip(rec, kept, current, other)):
+                if k or (c == d and o == d):
+                    continue
+                i = rows[j]
+                if now is None:
+                    n = nodes[j]
                     if d <= _INT64_MAX:  # set_attr's arm for it, without looking for one first
                         n.attr.add(name=PROFILED_ATTR, int64_val=d)
                     else:
                         set_attr(n, PROFILED_ATTR, int(d))
-                    f.profiled[i] = int(d)
+                f.profiled[i] = int(d)  # with columns, they write the attribute (columns.py)
+
+
+def _carried_rounding(exacts: np.ndarray) -> list[int]:
+    """Each value rounded with the previous ones' rounding error carried into it (so sums along
+    a thread stay exact). A value of 0 leaves the carry as it is and rounds to 0 (the carry is
+    at most 0.5, and round() takes halves to even), so where most values are 0 (the fit at its
+    floor) the loop runs over the others only, with the same results."""
+    nonzero = np.flatnonzero(exacts)  # NaN counts as nonzero: it goes through the loop as before
+    sparse = len(nonzero) * 2 < len(exacts)
+    carry = 0.0
+    out = []
+    add = out.append
+    for exact in (exacts[nonzero] if sparse else exacts).tolist():
+        exact += carry
+        new = round(exact)
+        carry = exact - new
+        add(new)
+    if not sparse:
+        return out
+    full = np.zeros(len(exacts), dtype=np.int64)
+    full[nonzero] = out
+    return full.tolist()
 
 
 class CollectiveWaits:
@@ -631,9 +719,19 @@ class _Replayer:
         `overrides` (rank -> node positions, durations; the path replay only) in place of theirs."""
         self._build()
         if self.paths is None:
+            self._nodes_from_columns()
             return _replay(self.traces)
         res = self.paths.run(overrides)
         return res, self.paths.step(res).step_ns
+
+    def _nodes_from_columns(self) -> None:
+        """Ranks held in columns (columns.py) as nodes for the simulator, with their durations now."""
+        for t, f in zip(self.traces, self.facts or ()):
+            if f.columns is not None:
+                if not t.nodes:
+                    t.nodes = [pb.Node.FromString(m) for m in f.columns.messages()]
+                for n, d in zip(t.nodes, f.columns.durations):
+                    n.duration_micros = d
 
     def _build(self) -> None:
         if not self.tried:
@@ -644,8 +742,16 @@ class _Replayer:
             if self.facts is not None:
                 ranks = [t.rank if t.rank is not None else pos for pos, t in enumerate(self.traces)]
                 steps = {r: [node_id for _, node_id, _ in f.steps()] for r, f in zip(ranks, self.facts)}
-            columns = [(f.ids, f.types) for f in self.facts] if self.facts is not None else None
+            columns = [_replay_columns(f) for f in self.facts] if self.facts is not None else None
             self.paths = PathReplay.build(self.traces, step_ids=steps, columns=columns)
+
+
+def _replay_columns(f: _Facts) -> tuple:
+    """What `PathReplay.build` takes of one rank's facts (ids, types; with columns, also the
+    dependencies and the durations the passes change)."""
+    if f.columns is None:
+        return (f.ids, f.types)
+    return (f.ids, f.types, (f.columns.data, f.columns.ctrl), f.columns.durations)
 
 
 def rebuild_waits(traces: Sequence[Trace]) -> bool:
@@ -675,6 +781,7 @@ def remove_overhead(
     replay: bool = False,
     notes: Sequence[str] = (),
     facts: Optional[Sequence[_Facts]] = None,
+    estimate_marks: bool = False,
 ) -> OverheadReport:
     """Rewrite the traces' host durations in place (module docstring); returns what was done.
 
@@ -686,6 +793,10 @@ def remove_overhead(
     recorded durations already reach, or that no host time can reach, is said in the notes and
     the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
     also gives the profiled and the predicted step). `notes` go first into the report's notes.
+
+    `estimate_marks`: the pass without a step time (the estimate) was not run first, as it is
+    for every rank otherwise; the nodes it would have changed keep their recorded duration in
+    `profiled_dur_us` all the same (that is all it leaves in the output once a fit follows).
     """
     say = progress or (lambda _m: None)
     facts = facts if facts is not None else node_facts(traces)
@@ -717,11 +828,15 @@ def remove_overhead(
         return replay_step()
 
     default_base = BASE_PER_GAP * costs.gap_us
-    rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.nodes)))
+    rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.rows)))
     rep.notes.extend(notes)  # the caller's: what the measured step's source says against itself
     profiled = facts[0].recorded_steps_ns() if facts else []
     rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))
+    estimated = None
+    if estimate_marks:
+        plan.apply(default_base, write=False)  # the estimate's durations (see `estimate_marks`)
+        estimated = list(plan.unwritten)
     if measured_step_ns is not None or replay:
         plan.apply(None)  # every node as recorded
         if waits:
@@ -839,7 +954,7 @@ def remove_overhead(
     rep.removed_us = plan.apply(rep.base_us)
     if measured_step_ns is not None or replay or waits:
         rep.predicted_step_ns = replay_step()
-    plan.mark()
+    plan.mark(estimated)
     if waits:
         waits.mark()
         rep.notes.append(

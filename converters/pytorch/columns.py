@@ -1,0 +1,117 @@
+"""One rank's nodes as the converter wrote them, in columns, for the profiler-cost passes.
+
+A single timed rank converted in this process (`chakra convert pytorch et.json -k kineto.json`)
+goes through the profiler-cost passes (overhead.py) before it is written. Those passes read a few
+facts of every node (id, name, type, duration, `is_cpu_op`, `gap_of`, dependencies, a step's
+`inclusive_dur`) and change host durations (each changed node also gains a `profiled_dur_us`
+attribute). The converter already knows all of that when it encodes a node, so `NodeEncoder`
+records it here instead of streaming the node out: no file is written and read back, no protobuf
+node is made, and the passes work on these lists and arrays. `write` then frames every node once:
+its bytes up to the start time, the current duration, the rest, and the attribute when marked,
+exactly the bytes the protobuf classes give for the same node (the encoder's bytes are
+canonical; tests/converters/test_pytorch_overhead_facts.py compares the two ways).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Optional
+
+from chakra.converters.pytorch.wire import _SMALL, NODE_ATTR, NODE_DUR, AttrEncoder, length_delimited, varint
+from chakra.files import temp_path
+from chakra.schema import pb
+from chakra.schema.attrs import set_attr
+
+#: the attribute a changed node keeps its recorded duration in (overhead.PROFILED_ATTR)
+PROFILED_ATTR = "profiled_dur_us"
+_PROFILED = AttrEncoder(PROFILED_ATTR, "int64_val")
+_INT64_MAX = (1 << 63) - 1
+_DUR_SMALL = [NODE_DUR + v for v in _SMALL]
+
+
+class RankColumns:
+    """Per node, in the order written: `ids`, `names`, `types`, `durations` (µs, current: the
+    passes change them), `cpu` (`is_cpu_op`), `gap_of` (0 when absent), `data` and `ctrl` (the
+    data and control dependencies as written), and `profiled` (the recorded duration of
+    a node marked as changed, else None); `inclusive` maps the rows of `ProfilerStep#k` nodes to
+    their `inclusive_dur`. `metadata` is the rank's GlobalMetadata."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []  # filled by NodeEncoder, one tuple per node (see `settle`)
+        self.metadata: Optional[pb.GlobalMetadata] = None
+        self.inclusive: dict[int, int] = {}
+        self.ids: list[int] = []
+        self.names: list[str] = []
+        self.types: list[int] = []
+        self.durations: list[int] = []
+        self.cpu: list[Any] = []
+        self.gap_of: list[int] = []
+        self.data: list[Any] = []
+        self.ctrl: list[Any] = []
+        self.profiled: list[Any] = []
+        self._pre: list[bytes] = []
+        self._post: list[bytes] = []
+
+    def add_step(self, name: str, inclusive: Optional[int]) -> None:
+        """The node about to be added is an op called `name` with this `inclusive_dur` (or none)."""
+        from chakra.sim.steps import STEP_RE  # only for a step mark: the simulator is not imported otherwise
+
+        if inclusive and STEP_RE.match(name):
+            self.inclusive[len(self.rows)] = inclusive
+
+    def settle(self) -> None:
+        """The encoder's rows into columns (one C-level transpose)."""
+        if self.rows:
+            cols = list(zip(*self.rows))
+            self.rows = []
+            ids, names, types, durs, cpu, gap_of, ctrl, data, pre, post = cols
+            self.ids, self.names, self.types = list(ids), list(names), list(types)
+            self.durations, self.cpu, self.gap_of = list(durs), list(cpu), list(gap_of)
+            self.data, self.ctrl = list(data), list(ctrl)
+            self._pre, self._post = list(pre), list(post)
+        self.profiled = [None] * len(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def messages(self) -> list[bytes]:
+        """Every node serialized as it is now (duration, `profiled_dur_us` when marked)."""
+        small = _DUR_SMALL
+        out = []
+        emit = out.append
+        for pre, d, post, p in zip(self._pre, self.durations, self._post, self.profiled):
+            if d:
+                pre += small[d] if 0 < d < 16384 else NODE_DUR + varint(d)
+            if p is not None:
+                post += _profiled_entry(p)
+            emit(pre + post)
+        return out
+
+    def write(self, path: str) -> None:
+        """Write the rank over `path` (a temporary output file), through a fresh temporary file."""
+        from chakra.io import TraceWriter
+
+        assert self.metadata is not None
+        fresh = temp_path(path)
+        try:
+            with TraceWriter(fresh) as w:
+                w.write_metadata(self.metadata)
+                w.write_serialized(self.messages())
+            os.replace(fresh, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(fresh)
+
+
+def _profiled_entry(d: int) -> bytes:
+    """The framed `profiled_dur_us` entry, as `overhead._Plan.mark` adds it to a node."""
+    if 0 <= d <= _INT64_MAX:
+        return _PROFILED[d] if d < 16384 else _PROFILED.encode(d)
+    node = pb.Node()
+    set_attr(node, PROFILED_ATTR, int(d))
+    body = node.attr[0].SerializeToString()
+    return length_delimited(NODE_ATTR, body)
+
+
+__all__ = ["PROFILED_ATTR", "RankColumns"]
