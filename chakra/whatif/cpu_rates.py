@@ -37,6 +37,7 @@ from chakra.errors import InputError
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
 from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate, windows
+from chakra.whatif.cpu_alloc import plan, replay_costs
 from chakra.whatif.transforms import Graph
 
 TORCH_MISSING = "amp --on cpu --measure needs torch to time the operators: pip install 'chakra-et[torch]'"
@@ -313,7 +314,7 @@ def apply_measured(
     if threads:
         torch.set_num_threads(threads)
     timer = Timer(reps=reps, progress=progress)
-    stats = {"measured_us": 0.0, "kept_us": 0.0, "ops": 0, "failed": 0, "casts": 0}
+    stats = {"measured_us": 0.0, "kept_us": 0.0, "ops": 0, "failed": 0, "casts": 0, "alloc_us": 0.0}
     effect: dict[str, float] = {}
     host_before: list[int] = []
     try:
@@ -350,6 +351,11 @@ def apply_measured(
                     effect["ToCopyBackward0 (gradient casts)"] = (
                         effect.get("ToCopyBackward0 (gradient casts)", 0.0) + cost
                     )
+            # the allocator: fresh pages in fp32 that the halved bf16 blocks do not need (cpu_alloc)
+            for node_id, delta in replay_costs(plan(nodes, us), progress=progress).items():
+                if node_id in g:
+                    _spread(g, [node_id], g[node_id].duration_micros + delta)
+                    stats["alloc_us"] += delta
     finally:
         torch.set_num_threads(old_threads)
     top = sorted(effect.items(), key=lambda kv: -abs(kv[1]))[:5]
@@ -359,7 +365,8 @@ def apply_measured(
         f"CPU bf16 autocast measured on this host (torch {torch.__version__}, {used} "
         f"thread(s), median of {reps}): {stats['ops']} operators re-timed ({stats['measured_us'] / 1e3:.2f} ms of host "
         f"time of {host_us / 1e3:.2f} ms), {stats['failed']} could not be rebuilt and keep their time "
-        f"({stats['kept_us'] / 1e3:.2f} ms), the rest runs as in fp32; {stats['casts']} gradient casts back added",
+        f"({stats['kept_us'] / 1e3:.2f} ms), the rest runs as in fp32; {stats['casts']} gradient casts back added; "
+        f"the allocator's page faults replayed: {stats['alloc_us'] / 1e3:+.2f} ms",
         "most changed (ms over the trace, bf16 − fp32): " + ", ".join(f"{k} {v / 1e3:+.2f}" for k, v in top),
     ]
     if timer.failed:
