@@ -30,6 +30,7 @@ saves from) the op under autocast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from chakra.schema import pb
-from chakra.whatif.autocast_cpu import BF16, FP32, Unit, io_of, tensors, windows
+from chakra.whatif.autocast_cpu import BF16, CPU_LOWER, FP32, Unit, io_of, op_name, tensors, windows
 
 PAGE = 4096
 
@@ -57,10 +58,14 @@ class Plan:
     bf16_bytes: list[int]
 
 
-def plan(nodes: Sequence[pb.Node], units: Sequence[Unit]) -> Plan:
-    """The allocations of the traced steps in the order they ran (`units`: propagated dtypes)."""
+def plan(nodes: Sequence[pb.Node], units: Sequence[Unit], bf16_out: Optional[dict[int, list[int]]] = None) -> Plan:
+    """The allocations of the traced steps in the order they ran (`units`: propagated dtypes).
+    `bf16_out`: per node id, the bytes of each tensor its bf16 call returns where that call was
+    run (cpu_rates); elsewhere a result an op makes in bf16 is half its fp32 size."""
+    bf16_out = bf16_out or {}
     order = sorted((n for n in nodes if n.name != "gap"), key=lambda n: (n.start_time_micros, n.id))
     parent = windows(nodes)
+    by_id = {n.id: n for n in nodes}
     unit_of = {m: u for u in units for m in u.members}
     first_bw: dict[int, int] = {}
     for u in units:
@@ -85,6 +90,9 @@ def plan(nodes: Sequence[pb.Node], units: Sequence[Unit]) -> Plan:
         vals, types, _s, _ov, _ot = io_of(n)
         reads[n.id] = {v[1] for v, _d, _sh in tensors(vals, types) if v[5] == "cpu"}
     opens: dict[int, list[int]] = {}
+    # the ops autocast casts the inputs of: on its lower-precision list, not inside another such op
+    outer_lower = {n.id for n in order if op_name(n) in CPU_LOWER
+                   and not any(op_name(by_id[a]) in CPU_LOWER for a in ancestors(n.id) - {n.id})}  # fmt: skip
     casts: list[tuple[int, int, int]] = []  # (node to allocate at, node to free at, bytes)
     for pos, n in enumerate(order):
         vals, types, shapes, ovals, otypes = io_of(n)
@@ -100,26 +108,37 @@ def plan(nodes: Sequence[pb.Node], units: Sequence[Unit]) -> Plan:
         held = ancestors(n.id)
         around = set().union(*(reads.get(a, set()) for a in held))
         u = unit_of.get(n.id)
-        for v, dt, _sh in tensors(ovals, otypes):
+        if u is not None and u.phase == "forward" and n.id in outer_lower:
+            # autocast casts each fp32 input to a bf16 copy, kept for the op's backward
+            for v, dt, _sh in tensors(vals, types):
+                b = live.get(v[1])
+                if dt == FP32 and v[5] == "cpu" and (b is None or bf16[b] == fp32[b]):
+                    casts.append((n.id, first_bw.get(u.node.id, n.id), v[3] * 2))
+        known = bf16_out.get(n.id, [])
+        outs = tensors(ovals, otypes)
+        known = known if len(known) == len(outs) else []
+        for k, (v, dt, _sh) in enumerate(outs):
             if v[5] != "cpu" or v[1] in persistent:
                 continue
             nbytes = (v[2] + v[3]) * v[4]
             b = live.get(v[1])
+            low = known[k] if known else nbytes // 2 if _halved(u, dt) else nbytes
             if b is not None and (v[1] in around or opener[b] in held):
                 fp32[b] = max(fp32[b], nbytes)  # a view, an in-place or nested write: the same block
-                bf16[b] = max(bf16[b], nbytes // 2 if _halved(u, dt) else nbytes)
+                bf16[b] = max(bf16[b], low)
                 last[b] = pos
                 continue
             live[v[1]] = len(fp32)
             opens.setdefault(n.id, []).append(len(fp32))
             fp32.append(nbytes)
-            bf16.append(nbytes // 2 if _halved(u, dt) else nbytes)
+            bf16.append(low)
             opener.append(n.id)
             last.append(pos)
-        if u is not None and u.node.id == n.id and u.policy == "lower":
-            for (v, _d, _sh), d in zip(tensors(vals, types), [d for d in u.in_dtypes if d is not None]):
-                if d == FP32 and v[5] == "cpu":
-                    casts.append((n.id, first_bw.get(n.id, n.id), v[3] * 2))
+        if u is not None and u.node.id == n.id:
+            # a gradient cast back to fp32 (ToCopyBackward0) in the op's backward, kept as `.grad`
+            for shape, _src, dst in u.backward_casts:
+                size = math.prod(int(x) for x in shape) * (4 if dst == FP32 else 2)
+                casts.append((first_bw.get(n.id, n.id), order[-1].id, size))
     index = {n.id: i for i, n in enumerate(order)}
     events: list[tuple[int, int, int]] = []  # (position, 0 free / 1 alloc, payload)
     for b, (o, end) in enumerate(zip(opener, last)):
@@ -144,30 +163,46 @@ def _halved(u: Optional[Unit], dtype: str) -> bool:
     return u is not None and u.out_dtype == BF16 and dtype == FP32
 
 
-def replay_costs(p: Plan, *, rounds: int = 7, warmup: int = 3, progress: Any = None) -> dict[int, float]:
-    """Per node id: bf16 − fp32 allocator time (µs per round of the traced steps), each precision
-    replayed in a fresh process."""
-    per: dict[str, dict[int, float]] = {}
-    for name, sizes in (("fp32", p.fp32_bytes), ("bf16", p.bf16_bytes)):
-        with tempfile.TemporaryDirectory(prefix="chakra-alloc-") as tmp:
-            src = os.path.join(tmp, "plan.json")
-            with open(src, "w") as f:
+def replay_costs(
+    p: Plan, *, processes: int = 3, rounds: int = 5, warmup: int = 3, progress: Any = None
+) -> dict[int, float]:
+    """Per node id: bf16 − fp32 allocator time (µs per round of the traced steps). Each precision
+    is replayed in `processes` fresh processes, alternating; per node the median over them (where
+    glibc's thresholds fall relative to a step's blocks depends on the heap the process starts
+    with: the same replay faults every step in one process and not in the next)."""
+    per: dict[str, list[dict[int, float]]] = {"fp32": [], "bf16": []}
+    faults: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    with tempfile.TemporaryDirectory(prefix="chakra-alloc-") as tmp:
+        for name, sizes in (("fp32", p.fp32_bytes), ("bf16", p.bf16_bytes)):
+            with open(os.path.join(tmp, f"{name}.json"), "w") as f:
                 json.dump({"persistent": p.persistent, "events": p.events, "sizes": sizes,
                            "rounds": rounds, "warmup": warmup}, f)  # fmt: skip
-            done = subprocess.run(
-                [sys.executable, "-m", "chakra.whatif.cpu_alloc", src], capture_output=True, text=True, check=False
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"allocation replay failed: {done.stderr.strip().splitlines()[-1:]}")
-            res = json.loads(done.stdout)
-        per[name] = {int(k): v for k, v in res["us"].items()}
+        for _ in range(processes):
+            for name in ("fp32", "bf16"):
+                done = subprocess.run(
+                    [sys.executable, "-m", "chakra.whatif.cpu_alloc", os.path.join(tmp, f"{name}.json")],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                    raise RuntimeError(f"allocation replay failed: {last}")
+                res = json.loads(done.stdout)
+                per[name].append({int(k): v for k, v in res["us"].items()})
+                faults[name].append(res["faults"])
+    med: dict[str, dict[int, float]] = {}
+    for name, runs in per.items():
+        keys = set().union(*runs)
+        med[name] = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in keys}
         if progress is not None:
             progress(
-                f"allocations replayed in {name}: {sum(x > 0 for x in sizes)} blocks, "
-                f"{res['faults']:.0f} page faults and {sum(per[name].values()) / 1e3:.2f} ms a round"
+                f"allocations replayed in {name} ({processes} processes): page faults a round "
+                f"{', '.join(f'{x:.0f}' for x in faults[name])}; "
+                f"{sum(med[name].values()) / 1e3:.2f} ms a round (median)"
             )
-    keys = set(per["fp32"]) | set(per["bf16"])
-    return {k: per["bf16"].get(k, 0.0) - per["fp32"].get(k, 0.0) for k in keys}
+    keys = set(med["fp32"]) | set(med["bf16"])
+    return {k: med["bf16"].get(k, 0.0) - med["fp32"].get(k, 0.0) for k in keys}
 
 
 def _replay(spec: dict[str, Any]) -> dict[str, Any]:
