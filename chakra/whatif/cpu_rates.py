@@ -37,7 +37,6 @@ from chakra.errors import InputError
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
 from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate, windows
-from chakra.whatif.cpu_alloc import plan, replay_costs
 from chakra.whatif.transforms import Graph
 
 TORCH_MISSING = "amp --on cpu --measure needs torch to time the operators: pip install 'chakra-et[torch]'"
@@ -74,19 +73,7 @@ class Timer:
         self.cache: dict[Any, Optional[tuple[float, float]]] = {}
         self.progress = progress
         self.failed: dict[str, str] = {}
-        #: node id -> bytes of each tensor its bf16 call returned (cpu_alloc sizes the step's blocks
-        #: with them: a workspace's size under bf16 is the kernel's, not half the fp32 one)
-        self.out_bytes: dict[int, list[int]] = {}
-        self._out_by_key: dict[Any, dict[int, list[int]]] = {}  # member index -> bytes
-        #: node id -> name, of every node of the trace (matches nested calls to the recorded ops)
-        self.names: dict[int, str] = {}
-
-    def _remember(self, unit: Unit, key: Any) -> None:
-        """`out_bytes` of this unit's nodes from the call measured for `key` (the same op on the
-        same shapes has the same nested ops, in the same order)."""
-        for i, nbytes in self._out_by_key.get(key, {}).items():
-            if i < len(unit.members):
-                self.out_bytes[unit.members[i]] = nbytes
+        self._bound = 1
 
     # -- rebuilding ---------------------------------------------------------------------------
     def _value(self, v: Any, t: str, shape: Any, dtype: Optional[str]) -> Any:
@@ -141,11 +128,11 @@ class Timer:
                 args.append(x)
         return lambda: op(*args, **kwargs)
 
-    def _runnable(self, unit: Unit, shapes: list[Any]) -> tuple[list[Optional[str]], list[int]]:
+    def _runnable(self, unit: Unit, shapes: list[Any]) -> list[Optional[str]]:
         """The dtypes of the bf16 call: the propagated ones; where the op refuses them (a statistic or a
         log-sum-exp that autocast's op keeps in fp32: the static propagation cannot see nested
         results), the nearest assignment that runs: 1-D floating inputs in fp32, then one bf16
-        input at a time back to fp32. With it, the bytes of each tensor that call returned."""
+        input at a time back to fp32."""
         dts = list(unit.in_dtypes)
         bf = [i for i, d in enumerate(dts) if d == BF16]
         flat = [i for i in bf if isinstance(shapes[i], list) and len(shapes[i]) <= 1]
@@ -158,41 +145,11 @@ class Timer:
                 f = self._call(unit, cand)
                 with self.torch.no_grad(), ctx:
                     f()
-                return cand, self._result_bytes(unit, f, ctx)
+                return cand
             except Exception as exc:  # the op checks its dtypes: try the next assignment
                 err = err or exc
         assert err is not None
         raise err
-
-    def _result_bytes(self, unit: Unit, f: Callable[[], Any], ctx: Any) -> dict[int, list[int]]:
-        """Per node of the unit (the op, the ops nested in it), the bytes of each tensor it returns
-        in the bf16 call: the nested calls seen by a dispatch mode, matched to the recorded nested
-        ops by name and order (a workspace's size is the kernel's choice, not half its fp32 one)."""
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        torch = self.torch
-        calls: list[tuple[str, list[int]]] = []
-
-        class Record(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                out = func(*args, **(kwargs or {}))
-                calls.append((func._schema.name, [t.nbytes for t in _returned(torch, out)]))
-                return out
-
-        with torch.no_grad(), ctx, Record():
-            top = f()
-        sizes = {0: [t.nbytes for t in _returned(torch, top)]}
-        nested: dict[str, list[int]] = {}
-        for i, m in enumerate(unit.members[1:], 1):
-            nested.setdefault(self.names.get(m, ""), []).append(i)
-        taken: dict[str, int] = {}
-        for name, nbytes in calls:
-            ids = nested.get(name, [])
-            k = taken.get(name, 0)
-            if k < len(ids):
-                sizes[ids[k]] = nbytes
-                taken[name] = k + 1
-        return sizes
 
     # -- timing -------------------------------------------------------------------------------
     def measure(self, unit: Unit) -> Optional[tuple[float, float]]:
@@ -202,14 +159,12 @@ class Timer:
         key = (unit.node.name, get_attr(unit.node, "op_schema", ""), repr(shapes), repr(types), repr(unit.in_dtypes),
                repr([v for v in vals if not isinstance(v, list)]), unit.autocast)  # fmt: skip
         if key in self.cache:
-            self._remember(unit, key)
             return self.cache[key]
         torch = self.torch
         try:
             if any(t[5] not in ("cpu", "") for t in _flat_tensors(vals)):  # "": an undefined tensor
                 raise ValueError("a device tensor: only CPU operators are timed here")
-            low, self._out_by_key[key] = self._runnable(unit, shapes)
-            self._remember(unit, key)
+            low = self._runnable(unit, shapes)
             copies = _copies(vals)
             f32 = [self._call(unit, recorded) for _ in range(copies)]
             f16 = [self._call(unit, low) for _ in range(copies)]
@@ -252,15 +207,6 @@ class Timer:
             n = max(1, min(1000, int(self.target_s / one)))
             self.cache[key] = (statistics.median(_timed(lambda: x.to(to), n) for _ in range(self.reps)) * 1e6, 0.0)
         return self.cache[key][0]  # type: ignore[index]
-
-
-def _returned(torch: Any, out: Any) -> list[Any]:
-    """The tensors an op returned, in order (tuples and lists flattened), as the ET lists them."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        return [t for x in out for t in _returned(torch, x)]
-    return []
 
 
 def _l2_bytes() -> int:
@@ -367,7 +313,7 @@ def apply_measured(
     if threads:
         torch.set_num_threads(threads)
     timer = Timer(reps=reps, progress=progress)
-    stats = {"measured_us": 0.0, "kept_us": 0.0, "ops": 0, "failed": 0, "casts": 0, "alloc_us": 0.0}
+    stats = {"measured_us": 0.0, "kept_us": 0.0, "ops": 0, "failed": 0, "casts": 0}
     effect: dict[str, float] = {}
     host_before: list[int] = []
     try:
@@ -375,7 +321,6 @@ def apply_measured(
             nodes = list(g.nodes.values())
             host_before.append(sum(n.duration_micros for n in nodes if resource_of(n) == "cpu"))
             us = propagate(nodes)
-            timer.names = {n.id: n.name for n in nodes}
             engine = _engine_us(g, nodes)
             first_bw: dict[int, Unit] = {}
             for u in us:
@@ -405,19 +350,6 @@ def apply_measured(
                     effect["ToCopyBackward0 (gradient casts)"] = (
                         effect.get("ToCopyBackward0 (gradient casts)", 0.0) + cost
                     )
-            # the allocator: fresh pages in fp32 that the halved bf16 blocks do not need (cpu_alloc)
-            # (per op: its nested ops' allocations are its own; an allocation's page faults are
-            # paid inside the op that makes it, so the op's whole time absorbs the difference)
-            unit_of = {m: u.members for u in us for m in u.members}
-            per_op: dict[tuple[int, ...], float] = {}
-            for node_id, delta in replay_costs(plan(nodes, us, timer.out_bytes), progress=progress).items():
-                if node_id in g:
-                    owner = tuple(unit_of.get(node_id, [node_id]))
-                    per_op[owner] = per_op.get(owner, 0.0) + delta
-            for members, delta in per_op.items():
-                total = sum(g[m].duration_micros for m in members if m in g)
-                _spread(g, members, total + delta)
-                stats["alloc_us"] += max(-total, delta)
     finally:
         torch.set_num_threads(old_threads)
     top = sorted(effect.items(), key=lambda kv: -abs(kv[1]))[:5]
@@ -427,8 +359,7 @@ def apply_measured(
         f"CPU bf16 autocast measured on this host (torch {torch.__version__}, {used} "
         f"thread(s), median of {reps}): {stats['ops']} operators re-timed ({stats['measured_us'] / 1e3:.2f} ms of host "
         f"time of {host_us / 1e3:.2f} ms), {stats['failed']} could not be rebuilt and keep their time "
-        f"({stats['kept_us'] / 1e3:.2f} ms), the rest runs as in fp32; {stats['casts']} gradient casts back added; "
-        f"the allocator's page faults replayed: {stats['alloc_us'] / 1e3:+.2f} ms",
+        f"({stats['kept_us'] / 1e3:.2f} ms), the rest runs as in fp32; {stats['casts']} gradient casts back added",
         "most changed (ms over the trace, bf16 − fp32): " + ", ".join(f"{k} {v / 1e3:+.2f}" for k, v in top),
     ]
     if timer.failed:
