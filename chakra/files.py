@@ -61,11 +61,12 @@ def _kind(mode: int) -> Optional[str]:
     return "not a regular file"
 
 
-def check_input(path: PathLike, what: str = "input file", *, allow_stdin: bool = False) -> None:
+def check_input(path: PathLike, what: str = "input file", *, allow_stdin: bool = False) -> Optional[os.stat_result]:
     """Refuse, with one line naming the path, anything but an existing regular file (symlinks are
-    followed). Nothing is opened: a FIFO would block and a device would never end."""
+    followed). Nothing is opened: a FIFO would block and a device would never end. Returns the
+    file's stat (None for standard input)."""
     if allow_stdin and os.fspath(path) == STDIN:
-        return
+        return None
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -74,6 +75,7 @@ def check_input(path: PathLike, what: str = "input file", *, allow_stdin: bool =
     if kind is not None:
         hint = "" if kind == "a directory" else "; save its content to a file first"
         raise InputError(f"{path}: is {kind}, not a regular file; expected a {what}{hint}")
+    return st
 
 
 def read_error(path: PathLike, exc: OSError) -> InputError:

@@ -31,6 +31,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable, Optional, Union
@@ -112,11 +113,39 @@ def _is_trace_name(name: str) -> bool:
     return TRACE_NAME.match(name) is not None or name.endswith((".et", ".et.gz"))
 
 
+# (folder, stem) -> (the folder's (device, inode, mtime), `_rank_files`' answer): one command names
+# a job's PREFIX several times (the checks, the simulation, the comm-group file's search), and
+# a thousand ranks' listing costs milliseconds each time
+_LISTED: dict[tuple[str, Optional[str]], tuple[tuple[int, int, int], dict[str, dict[int, Path]]]] = {}
+# a folder changed this recently may change again within its clock's tick, unseen in its mtime
+_SETTLED_NS = 2_000_000_000
+
+
 def _rank_files(folder: Path, stem: Optional[str]) -> dict[str, dict[int, Path]]:
     """prefix name -> rank -> file, for the rank files in `folder` (only those of `stem`, if given).
 
-    scandir: the listing says which entries are regular files (no stat per rank file, which
-    thousands of ranks notice); symlinks are still followed."""
+    A folder listed before and unchanged since (same mtime, settled when listed) is not listed again."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        st = None
+    key = (os.fspath(folder), stem)
+    if st is not None:
+        mark = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        got = _LISTED.get(key)
+        if got is not None and got[0] == mark:
+            return {prefix: dict(ranks) for prefix, ranks in got[1].items()}
+    found = _list_rank_files(folder, stem)
+    if st is not None and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        if len(_LISTED) >= 16:
+            _LISTED.clear()
+        _LISTED[key] = (mark, {prefix: dict(ranks) for prefix, ranks in found.items()})
+    return found
+
+
+def _list_rank_files(folder: Path, stem: Optional[str]) -> dict[str, dict[int, Path]]:
+    """`_rank_files` read from the folder. scandir: the listing says which entries are regular
+    files (no stat per rank file, which thousands of ranks notice); symlinks are still followed."""
     found: dict[str, dict[int, Path]] = {}
     with os.scandir(folder) as entries:
         for entry in entries:

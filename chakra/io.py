@@ -65,8 +65,7 @@ def input_file_errors(path: PathLike, what: str = "trace file") -> Iterator[None
     """Open inputs inside this: the usual reasons a file cannot be read become one-line
     InputErrors naming it, and the file is recorded as an input of the running command (so no
     output of that command may replace it)."""
-    check_input(path, what)
-    note_input(path)
+    note_input(path, check_input(path, what))  # one stat for both (a thousand rank files notice)
     try:
         yield
     except FileNotFoundError:
@@ -525,11 +524,12 @@ def track_inputs() -> Iterator[None]:
         _inputs_read.reset(token)
 
 
-def note_input(path: PathLike) -> None:
-    """Record that `path` is an input of the running command (done by `input_file_errors`)."""
+def note_input(path: PathLike, st: Optional[os.stat_result] = None) -> None:
+    """Record that `path` is an input of the running command (done by `input_file_errors`);
+    `st`: its stat, where the caller has just taken it."""
     seen = _inputs_read.get()
     if seen is not None:
-        key = _file_key(path)
+        key = _file_key(path) if st is None else (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
         if key is not None:
             seen.add(key)
 

@@ -50,19 +50,26 @@ def file_messages(path: Path) -> Optional[list[bytes]]:
     """The framed messages of a plain `.et` file of at most `WHOLE_FILE_BYTES` whose first message
     is a GlobalMetadata, that one first; None for anything else (larger, compressed, JSON, damaged:
     `read_rank` streams those and names what is wrong)."""
+    return file_messages_stat(path)[0]
+
+
+def file_messages_stat(path: Path) -> tuple[Optional[list[bytes]], os.stat_result]:
+    """`file_messages` and the stat of the file they were read from (its fstat: what a caller that
+    keys the file by device, inode, size and mtime needs, without another stat)."""
     with input_file_errors(path):
         fd = os.open(path, os.O_RDONLY)  # no buffered file object: a thousand small files add up
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
             if size > WHOLE_FILE_BYTES:
-                return None
+                return None, st
             data = os.read(fd, size)
             while len(data) < size and (more := os.read(fd, size - len(data))):
                 data += more
         finally:
             os.close(fd)
     if not is_plain(data):
-        return None
+        return None, st
     framed = _frame(data)
     if framed is None:  # anything unusual: the streaming framer's checks, whose errors say what
         framed = []
@@ -70,10 +77,10 @@ def file_messages(path: Path) -> Optional[list[bytes]]:
             for _, _, batch in iter_payload_batches(path, io.BytesIO(data)):
                 framed.extend(batch)
         except TraceFormatError:
-            return None
+            return None, st
     if not framed or not is_metadata(framed[0]):
-        return None
-    return framed
+        return None, st
+    return framed, st
 
 
 def _frame(data: bytes) -> Optional[list[bytes]]:

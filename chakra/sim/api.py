@@ -6,7 +6,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -56,6 +56,9 @@ class RankResult:
         return getattr(self, key)
 
 
+_RANK_FIELDS = tuple(f.name for f in fields(RankResult))
+
+
 @dataclass
 class SimResult:
     ranks: dict[int, RankResult]
@@ -74,7 +77,8 @@ class SimResult:
     def to_json(self) -> dict[str, Any]:
         """`{"ranks": {"<rank>": {...}}, "finish_ns": max, "settings": {...}, "events": n}`."""
         out = {
-            "ranks": {str(r): asdict(v) for r, v in sorted(self.ranks.items())},
+            # the fields by name (plain ints): `asdict`'s deep copy was ~7 ms at 1,024 ranks
+            "ranks": {str(r): {f: getattr(v, f) for f in _RANK_FIELDS} for r, v in sorted(self.ranks.items())},
             "finish_ns": self.finish_ns,
             "units": "ns",
             "settings": self.settings,

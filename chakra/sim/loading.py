@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from chakra.errors import ConfigError, InputError, TraceFormatError
-from chakra.feeder.reading import file_messages, read_rank
+from chakra.feeder.reading import file_messages, file_messages_stat, read_rank
 from chakra.feeder.table import MEMO_LIMIT
 from chakra.sim.compiler import RankEngine
 from chakra.sim.twins import Twins, file_digest
@@ -161,16 +161,15 @@ class FramedFiles:
         object shared with the other files read so) and their rows in `store` (None: gzip, JSON or
         over `WHOLE_FILE_BYTES`, read those with `chakra.io.read_trace`): what the ASTRA-sim checks
         read. Raises DecodeError on a node that does not decode (`chakra.io.read_trace` says where)."""
-        messages = file_messages(path)
+        messages, st = file_messages_stat(path)
         if messages is None:
             return None
         if self.store is None:
             self.store = NodeStore()
         rows = self.store.rows(messages[1:])
         nodes = self.store.decoded(rows)
-        key = _file_key(path)
-        if key is not None:
-            self.files[key] = (messages[0], rows)
+        # keyed as `take` will find it: by the stat of the file read (a regular one: it was read whole)
+        self.files[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = (messages[0], rows)
         return messages[0], nodes, rows
 
     def take(self, path: Path) -> Optional[tuple[list[bytes], Any]]:

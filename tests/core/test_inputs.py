@@ -129,6 +129,26 @@ def test_writers_take_a_folder_and_a_pattern(command, ddp2_run, run_cli, tmp_pat
         assert any(n.endswith((".1.et", ".1.json")) for n in written), written
 
 
+def test_a_prefix_named_again_sees_rank_files_added_and_removed(ddp2_run, tmp_path):
+    """One command lists a job's folder several times (checks, simulation, comm-group search), so a
+    settled folder's listing is kept: a rank file added or removed since must still show, whether
+    the folder had settled (the listing kept) or had just changed (not kept)."""
+    import os
+
+    for r in (0, 1):
+        shutil.copy(ddp2_run.parent / f"ddp2.{r}.et", tmp_path / f"job.{r}.et")
+    for settled in (True, False):
+        if settled:  # as a job written a while ago
+            os.utime(tmp_path, ns=(0, 10**18))
+        assert [r for r, _ in expand_traces([tmp_path / "job"])] == [0, 1]
+        assert [r for r, _ in expand_traces([tmp_path / "job"])] == [0, 1]
+        shutil.copy(ddp2_run.parent / "ddp2.0.et", tmp_path / "job.2.et")
+        assert [r for r, _ in expand_traces([tmp_path / "job"])] == [0, 1, 2]
+        assert [r for r, _ in expand_traces([tmp_path])] == [0, 1, 2]
+        (tmp_path / "job.2.et").unlink()
+        assert [p.name for _, p in expand_traces([tmp_path / "job"])] == ["job.0.et", "job.1.et"]
+
+
 def test_a_folder_of_several_runs_names_them_and_asks_for_one(ddp2_run, tmp_path):
     for name in ("a", "b"):
         for r in (0, 1):
