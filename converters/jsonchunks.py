@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any, Optional
 
 import orjson
@@ -52,9 +53,13 @@ class Split:
         self._decode_many, self._decode_one = many, one
 
     def __iter__(self) -> Iterator[Any]:
-        """Elements in order. Runs of about `BATCH_BYTES` of elements, cut at the next boundary
-        after that size, are parsed in one call as a JSON array; the last stretch goes element by
-        element, because its final element is followed by the array's end and the tail."""
+        """Elements in order (the batches' elements handed out in C: no generator step per element)."""
+        return chain.from_iterable(self._batches())
+
+    def _batches(self) -> Iterator[Any]:
+        """Lists of elements in order. Runs of about `BATCH_BYTES` of elements, cut at the next
+        boundary after that size, are parsed in one call as a JSON array; the last stretch goes
+        element by element, because its final element is followed by the array's end and the tail."""
         body = self._body
         search = self._pattern.search
         many, one = self._decode_many, self._decode_one
@@ -63,12 +68,12 @@ class Split:
             m = search(body, prev + BATCH_BYTES)
             if m is None:
                 break
-            yield from many(b"[" + body[prev : m.start() + 1] + b"]")
+            yield many(b"[" + body[prev : m.start() + 1] + b"]")
             prev = m.end()
         for m in self._pattern.finditer(body, prev):
-            yield one(body[prev : m.start() + 1])
+            yield (one(body[prev : m.start() + 1]),)
             prev = m.end()
-        yield from self._last(bytes(body[prev:]))
+        yield self._last(bytes(body[prev:]))
         self._body = memoryview(b"")
 
     def _last(self, text: bytes) -> Iterator[Any]:

@@ -27,7 +27,8 @@ from chakra.schema.attrs import set_attr
 PROFILED_ATTR = "profiled_dur_us"
 _PROFILED = AttrEncoder(PROFILED_ATTR, "int64_val")
 _INT64_MAX = (1 << 63) - 1
-_DUR_SMALL = [NODE_DUR + v for v in _SMALL]
+#: the framed duration field of 0 .. 16383 µs (none for 0)
+_DUR_FIELD = [b""] + [NODE_DUR + v for v in _SMALL[1:]]
 
 
 class RankColumns:
@@ -77,16 +78,13 @@ class RankColumns:
 
     def messages(self) -> list[bytes]:
         """Every node serialized as it is now (duration, `profiled_dur_us` when marked)."""
-        small = _DUR_SMALL
-        out = []
-        emit = out.append
-        for pre, d, post, p in zip(self._pre, self.durations, self._post, self.profiled):
-            if d:
-                pre += small[d] if 0 < d < 16384 else NODE_DUR + varint(d)
-            if p is not None:
-                post += _profiled_entry(p)
-            emit(pre + post)
-        return out
+        durations = self.durations
+        if durations and min(durations) >= 0 and max(durations) < 16384:  # by table, in C
+            fields = list(map(_DUR_FIELD.__getitem__, durations))
+        else:
+            fields = [_DUR_FIELD[d] if 0 <= d < 16384 else NODE_DUR + varint(d) for d in durations]
+        marks = [b"" if p is None else _profiled_entry(p) for p in self.profiled]
+        return list(map(b"".join, zip(self._pre, fields, self._post, marks)))
 
     def write(self, path: str) -> None:
         """Write the rank over `path` (a temporary output file), through a fresh temporary file."""

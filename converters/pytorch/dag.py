@@ -214,15 +214,23 @@ class Builder:
 
         # The hot loop (once per host op): new_item and the chain append are inlined.
         op_item = self.op_item
+        # A pause inside an operator shorter than `gap_min` makes no node: dropped here without
+        # calling `flush_gap` (nearly every pause between two ops is one).
         for op in ops:
             ts = op.ts
             while stack and stack[-1].end <= ts:
                 top = stack.pop()
                 if pending_gap is not None:
-                    flush_gap(top.end)
+                    if pending_gap[1] and top.end - pending_gap[0] < gap_min:
+                        pending_gap = None
+                    else:
+                        flush_gap(top.end)
                 pending_gap = (top.end, stack[-1].id if stack else 0)
             if pending_gap is not None:
-                flush_gap(ts)
+                if pending_gap[1] and ts - pending_gap[0] < gap_min:
+                    pending_gap = None
+                else:
+                    flush_gap(ts)
             item = Item(op, ts)
             item.end = None  # set below: the next item's start, unless idle time cuts it short
             item.chain = key

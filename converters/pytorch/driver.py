@@ -14,7 +14,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -600,6 +599,9 @@ def convert_files(
                 ri.et_raw = _plain_bytes(ri.et_raw)
                 ri.kineto_raw = _plain_bytes(ri.kineto_raw)
             workers = options.jobs or min(len(inputs), os.cpu_count() or 1)
+            # Imported for several ranks only: multiprocessing costs ~25 ms of every start-up.
+            from concurrent.futures import ProcessPoolExecutor
+
             # Workers die with this process: a SIGKILLed convert leaves no pool behind.
             pool_of = ProcessPoolExecutor(max(1, workers), initializer=pool_worker_init, initargs=(os.getpid(),))
             with pool_of as pool:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import io
 import mmap
 import re
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
@@ -86,6 +86,8 @@ def is_tar(raw: bytes) -> bool:
 
 
 def _tar_members(path: Path, raw: bytes) -> list[tuple[str, bytes]]:
+    import tarfile  # only for tar input: not on every conversion's start-up
+
     out = []
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
@@ -289,14 +291,29 @@ def _set_attrs(op: Op, by_name: dict) -> None:
     """The known attributes are popped off the node's name -> value dict (cheaper than an if/elif
     chain per attribute); what is left, when set, is the op's `extra`."""
     pop = by_name.pop
-    op.rf_id = rf_id = pop("rf_id", None) or 0
-    op.tid = tid = pop("tid", None) or 0
-    seq_id = pop("seq_id", None)
+    _set_known(op, pop("rf_id", None), pop("tid", None), pop("seq_id", None), pop("scope", None),
+               pop("fw_parent", None), pop("fw_tid", None), pop("op_schema", None))  # fmt: skip
+    if by_name:
+        extra = {k: v for k, v in by_name.items() if v != "" and v is not None}
+        for k in _EXTRA_TYPES.keys() & extra.keys():
+            if type(extra[k]) is not _EXTRA_TYPES[k]:
+                raise ValueError(f"attr {k!r} must be {_EXTRA_TYPES[k].__name__}, not {excerpt(extra[k], 40)}")
+        op.extra = extra or None
+    else:
+        op.extra = None
+
+
+def _set_known(
+    op: Op, rf_id: Any, tid: Any, seq_id: Any, scope: Any, fw_parent: Any, fw_tid: Any, op_schema: Any
+) -> None:
+    """The attributes every node carries, as found (None when absent), checked and set on `op`."""
+    op.rf_id = rf_id = rf_id or 0
+    op.tid = tid = tid or 0
     op.seq_id = seq_id = seq_id if seq_id is not None else -1
-    op.scope = scope = pop("scope", None) or 0
-    op.fw_parent = fw_parent = pop("fw_parent", None) or 0
-    op.fw_tid = fw_tid = pop("fw_tid", None) or 0
-    op.op_schema = op_schema = pop("op_schema", None) or ""
+    op.scope = scope = scope or 0
+    op.fw_parent = fw_parent = fw_parent or 0
+    op.fw_tid = fw_tid = fw_tid or 0
+    op.op_schema = op_schema = op_schema or ""
     # One expression (this runs for every node): exact types first, so the ranges compare ints.
     if not (
         type(rf_id) is int and type(tid) is int and type(seq_id) is int and type(scope) is int
@@ -306,14 +323,6 @@ def _set_attrs(op: Op, by_name: dict) -> None:
     ):  # fmt: skip
         _check_attrs(rf_id=rf_id, tid=tid, seq_id=seq_id, scope=scope, fw_parent=fw_parent, fw_tid=fw_tid,
                      op_schema=op_schema)  # fmt: skip
-    if by_name:
-        extra = {k: v for k, v in by_name.items() if v != "" and v is not None}
-        for k in _EXTRA_TYPES.keys() & extra.keys():
-            if type(extra[k]) is not _EXTRA_TYPES[k]:
-                raise ValueError(f"attr {k!r} must be {_EXTRA_TYPES[k].__name__}, not {excerpt(extra[k], 40)}")
-        op.extra = extra or None
-    else:
-        op.extra = None
 
 
 def _check_io(io: Optional[tuple]) -> None:
@@ -394,6 +403,11 @@ class _NodeRecord(msgspec.Struct, gc=False):
 
 
 _UNSET = msgspec.UNSET
+_ATTR_NAME = attrgetter("name")
+_ATTR_VALUE = attrgetter("value")
+#: the attributes PyTorch's observer (2.x) writes on every node, in its order
+_USUAL_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema", "kernel_backend",
+                "kernel_file", "tensor_range")  # fmt: skip
 _DECODE_NODES = msgspec.json.Decoder(list[_NodeRecord]).decode
 _DECODE_NODE = msgspec.json.Decoder(_NodeRecord).decode
 
@@ -407,7 +421,16 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     op = Op(node.id, name, parent or 0, CPU)
     attrs = node.attrs
     if attrs:
-        _set_attrs(op, {a.name: a.value for a in attrs})
+        # The observer writes the same attributes in the same order on every node: then their
+        # values are unpacked by position, with no name -> value dict (the others take that path).
+        if tuple(map(_ATTR_NAME, attrs)) == _USUAL_ATTRS:
+            rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema, backend, file, t_range = map(_ATTR_VALUE, attrs)
+            if backend == "" and file == "" and t_range == "":
+                _set_known(op, rf_id, tid, seq_id, scope, fw_parent, fw_tid, op_schema)
+            else:
+                _set_attrs(op, {a.name: a.value for a in attrs})
+        else:
+            _set_attrs(op, {a.name: a.value for a in attrs})
     i = node.inputs
     o = node.outputs
     ins = i.parsed() if i is not None else None
