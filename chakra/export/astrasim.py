@@ -1343,6 +1343,16 @@ class _Columns:
         return lens, starts, values
 
 
+def _dep_runs(all_lens: Any, all_starts: Any, values: Any, rows: Any) -> tuple[Any, Any]:
+    """(run lengths, dependencies) of rows `rows` of one dependency column (`_Columns._csr`):
+    each row's run gathered in row order, start of its run + 0, 1, ... within it."""
+    import numpy as np
+
+    lens = all_lens[rows]
+    total = int(lens.sum())
+    return lens, values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(total)]
+
+
 def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColumns:
     """`_RankColumns` of one rank whose nodes are rows `rows` of `cols`: the dependency checks in
     bulk (numpy); the walk then looks at the suspects' dependencies only."""
@@ -1360,12 +1370,9 @@ def _rank_columns(nodes: list[pb.Node], cols: _Columns, rows: Any) -> _RankColum
     suspects: set[int] = set()
     later = False
     for all_lens, all_starts, values in cols.deps:
-        lens = all_lens[rows]
-        total = int(lens.sum())
-        if not total:
+        lens, deps = _dep_runs(all_lens, all_starts, values, rows)
+        if not len(deps):
             continue
-        # each row's run of dependencies, gathered: start of its run + 0, 1, ... within it
-        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(total)]
         child = np.repeat(ids, lens)
         at = np.minimum(np.searchsorted(ids, deps), k - 1)
         odd = (deps >= child) | (ids[at] != deps)
@@ -1416,11 +1423,9 @@ def _ranks_columns_at_once(nodes_of: list[list[pb.Node]], cols: _Columns, rows_o
     odd_at: list[Any] = []
     later_at: list[Any] = []
     for all_lens, all_starts, values in cols.deps:
-        lens = all_lens[rows]
-        n_deps = int(lens.sum())
-        if not n_deps:
+        lens, deps = _dep_runs(all_lens, all_starts, values, rows)
+        if not len(deps):
             continue
-        deps = values[np.repeat(all_starts[rows] - (np.cumsum(lens) - lens), lens) + np.arange(n_deps)]
         child = np.repeat(ids, lens)
         dep_rank = np.repeat(rank, lens)
         big = (deps >> np.uint64(_ID_BITS)) != 0  # an id no node has: absent
