@@ -195,10 +195,12 @@ def _dead_pid() -> int:
 SWEEP_GRID = (
     "network: {topology: Ring, npus_count: 8, bandwidth: 50, latency: 500}\n"
     "product:\n"
-    f"  network.bandwidth: [{', '.join(str(b) for b in range(1, 31))}]\n"
-    f"  network.latency: [{', '.join(str(t) for t in range(100, 2100, 100))}]\n"
+    f"  network.bandwidth: [{', '.join(str(b) for b in range(1, 41))}]\n"
+    f"  network.latency: [{', '.join(str(t) for t in range(100, 3100, 100))}]\n"
 )
-SWEEP_POINTS = 30 * 20  # enough work that the first flush comes seconds before the last point
+# enough work that the first flush (every 0.2 s here) comes well before the last point: a point
+# takes a few ms, and 600 of them once all fit in the 1 s between two flushes
+SWEEP_POINTS = 40 * 30
 
 
 @pytest.mark.slow
@@ -217,10 +219,10 @@ def test_sweep_stop_keeps_finished_points_for_resume(sig, inputs, tmp_path):
     def running(pid: int) -> bool:  # points finishing (a first flush), then a short seeded moment more
         if (tmp_path / "r.parquet").exists():
             started.setdefault("t", time.monotonic())
-            return time.monotonic() - started["t"] > random.Random(f"{SEED}:{sig}").uniform(0.0, 0.3)
+            return time.monotonic() - started["t"] > random.Random(f"{SEED}:{sig}").uniform(0.0, 0.1)
         return False
 
-    os.environ["CHAKRA_SWEEP_FLUSH_S"] = "1"
+    os.environ["CHAKRA_SWEEP_FLUSH_S"] = "0.2"
     try:
         run = chakra(*args, kill_after=0.5, sig=sig, when=running, seen=seen, timeout=120)
     finally:
