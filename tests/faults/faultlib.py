@@ -34,6 +34,10 @@ class Run:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
+def _default_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def chakra(
     *args: object,
     cwd: Optional[Path] = None,
@@ -58,6 +62,9 @@ def chakra(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+            # as started from a terminal: under `nohup pytest` the child would inherit SIGHUP
+            # ignored, and chakra rightly keeps an ignored SIGHUP ignored
+            preexec_fn=_default_sighup,
         )
         sent = False
         peak = 0.0
