@@ -49,6 +49,11 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
+def is_tensor_value(v: Any) -> bool:
+    """Whether an ET input/output value is one tensor: [id, storage id, offset, numel, itemsize, device]."""
+    return isinstance(v, list) and len(v) == 6 and isinstance(v[5], str) and all(type(x) is int for x in v[:5])
+
+
 def tensors(values: Any, types: Any) -> Iterator[tuple[int, int, int, int, int, str]]:
     """Every tensor in one IOInfo (values, types), lists of tensors included."""
     if not isinstance(values, list):
@@ -63,7 +68,7 @@ def tensors(values: Any, types: Any) -> Iterator[tuple[int, int, int, int, int, 
 def _walk(v: Any) -> Iterator[tuple[int, int, int, int, int, str]]:
     if not isinstance(v, list) or not v:
         return
-    if len(v) == 6 and isinstance(v[5], str) and all(type(x) is int for x in v[:5]):
+    if is_tensor_value(v):
         yield v[0], v[1], v[2], v[3], v[4], v[5]
         return
     for x in v:

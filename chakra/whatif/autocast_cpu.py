@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from chakra.footprint import is_tensor_value
 from chakra.schema import pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
@@ -181,10 +182,6 @@ ACCUMULATE = re.compile(r"AccumulateGrad")
 OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 
 
-def is_tensor(v: Any) -> bool:
-    return isinstance(v, list) and len(v) == 6 and isinstance(v[5], str) and all(isinstance(x, int) for x in v[:5])
-
-
 def _type_dtype(t: str) -> Optional[str]:
     m = re.fullmatch(r"Tensor\((.*)\)", t)
     return m.group(1) if m else None
@@ -195,14 +192,15 @@ def tensors(values: Any, types: Any, shapes: Any = None) -> list[tuple[list[int]
     out: list[tuple[list[int], str, list[int]]] = []
     shapes = shapes if isinstance(shapes, list) and len(shapes) == len(values) else [[]] * len(values)
     for v, t, s in zip(values, types, shapes):
-        if is_tensor(v):
+        if is_tensor_value(v):
             dt = _type_dtype(t)
             if dt:
                 out.append((v, dt, s if isinstance(s, list) else []))
         elif isinstance(v, list) and isinstance(t, str) and t.startswith("GenericList["):
             inner = re.findall(r"Tensor\(([^)]*)\)", t)
             ss = s if isinstance(s, list) and len(s) == len(v) else [[]] * len(v)
-            for x, dt, sx in zip([x for x in v if is_tensor(x)], inner, [sx for x, sx in zip(v, ss) if is_tensor(x)]):
+            listed = [(x, sx) for x, sx in zip(v, ss) if is_tensor_value(x)]
+            for (x, sx), dt in zip(listed, inner):
                 out.append((x, dt, sx))
     return out
 
@@ -470,7 +468,7 @@ def _outputs(node: pb.Node) -> list[tuple[list[int], str, list[int]]]:
 
 def _recorded(vals: list[Any], types: list[Any]) -> list[Optional[str]]:
     """Per input position: the recorded dtype of a single tensor, else None."""
-    return [_type_dtype(t) if is_tensor(v) and isinstance(t, str) else None for v, t in zip(vals, types)]
+    return [_type_dtype(t) if is_tensor_value(v) and isinstance(t, str) else None for v, t in zip(vals, types)]
 
 
 __all__ = [

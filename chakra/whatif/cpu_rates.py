@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from chakra.errors import InputError
+from chakra.footprint import is_tensor_value
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
-from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, is_tensor, propagate, windows
+from chakra.whatif.autocast_cpu import BACKWARD, BF16, FP32, Unit, io_of, propagate, windows
 from chakra.whatif.transforms import Graph
 
 TORCH_MISSING = "amp --on cpu --measure needs torch to time the operators: pip install 'chakra-et[torch]'"
@@ -79,7 +80,7 @@ class Timer:
     def _value(self, v: Any, t: str, shape: Any, dtype: Optional[str]) -> Any:
         torch = self.torch
         if t.startswith("Tensor("):
-            if dtype is None or dtype.startswith("nullptr") or not is_tensor(v):
+            if dtype is None or dtype.startswith("nullptr") or not is_tensor_value(v):
                 return None
             name = _DTYPES.get(dtype)
             if name is None:
@@ -219,7 +220,8 @@ def _l2_bytes() -> int:
 
 
 def _flat_tensors(vals: list[Any]) -> list[list[Any]]:
-    return [t for v in vals for t in ([v] if is_tensor(v) else (v if isinstance(v, list) else [])) if is_tensor(t)]
+    nested = (([v] if is_tensor_value(v) else v) for v in vals if isinstance(v, list))
+    return [t for ts in nested for t in ts if is_tensor_value(t)]
 
 
 def _copies(vals: list[Any]) -> int:

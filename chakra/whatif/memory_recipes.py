@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 import orjson
 
 from chakra.errors import InputError
-from chakra.footprint import BACKWARD, OPTIMIZER, allocations, classify, inside, uses_of
+from chakra.footprint import BACKWARD, OPTIMIZER, allocations, classify, inside, is_tensor_value, uses_of
 from chakra.schema import pb
 from chakra.trace import Trace
 
@@ -43,7 +43,7 @@ def _edit_io(node: pb.Node, which: str, edit: Callable[[list], bool]) -> bool:
         nonlocal changed
         if not isinstance(v, list) or not v:
             return
-        if len(v) == 6 and isinstance(v[5], str) and all(type(x) is int for x in v[:5]):
+        if is_tensor_value(v):
             changed |= edit(v)
             return
         for x in v:

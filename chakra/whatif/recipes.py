@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from chakra.errors import InputError
+from chakra.footprint import is_tensor_value
 from chakra.schema import CollectiveType, NodeType, pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
@@ -280,7 +281,7 @@ def unique_tensor_bytes(nodes: Sequence[pb.Node]) -> int:
 
     def walk(v: Any) -> None:
         if isinstance(v, list):
-            if len(v) == 6 and all(isinstance(x, int) for x in v[:5]) and isinstance(v[5], str):
+            if is_tensor_value(v):
                 if v[5] != "cpu":
                     seen[(v[1], v[2])] = v[3] * v[4]
                 return
