@@ -21,6 +21,7 @@
 # command stopped at its limit still returns them; convert here with tools/truth_table.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
 DEVICE=cuda
 TINY=()
@@ -43,6 +44,7 @@ if [ -z "${PY:-}" ]; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT/runs"
+OUT=$(cd "$OUT" && pwd)  # absolute: the package links below go on PYTHONPATH
 
 if [ "$DEVICE" = cuda ]; then
     VARIANTS=(fp32 fused bf16 fp16 cudagraph)
@@ -69,18 +71,30 @@ echo "== recorded in $(( $(date +%s) - start )) s" >&2
 if [ "$RECORD_ONLY" = 1 ]; then
     exit 0
 fi
-# The converter needs the project's base packages (orjson, msgspec, ijson, jsonschema, ...); where
-# they are missing the recordings under $OUT/runs are converted elsewhere.
-if ! "$PY" -c 'import chakra.converters.pytorch, chakra.sim, chakra.whatif' 2> "$OUT/import.log"; then
+# Without an install, the checkout's chakra/ lacks chakra.converters (setup.py maps the top-level
+# converters/, visualizers/ and feeder/ into the package): lay the package out that way with
+# links, which needs no build backend or index on the device machine.
+# (The probes run from $OUT: `python -c` puts the working folder first on sys.path, where this
+# checkout's own chakra/ would hide the links.)
+if ! (cd "$OUT" && "$PY" -c 'import chakra.converters.pytorch' 2> /dev/null); then
+    rm -rf "$OUT/pkg"
+    mkdir -p "$OUT/pkg/chakra"
+    ln -s "$PWD"/chakra/* "$OUT/pkg/chakra/"
+    for sub in converters visualizers feeder; do ln -s "$PWD/$sub" "$OUT/pkg/chakra/$sub"; done
+    export PYTHONPATH="$OUT/pkg:$PYTHONPATH"
+fi
+# The converter also needs the project's base packages (orjson, msgspec, ijson, jsonschema, ...);
+# where they are missing the recordings under $OUT/runs are converted elsewhere.
+if ! (cd "$OUT" && "$PY" -c 'import chakra.converters.pytorch, chakra.sim, chakra.whatif' 2> "$OUT/import.log"); then
     echo "== the converter does not import here ($(tail -1 "$OUT/import.log")): recordings kept under $OUT/runs;" \
          "convert them with: python tools/truth_table.py $OUT/runs --jobs 8" >&2
     exit 0
 fi
 echo "== converting and replaying" >&2
 "$PY" tools/truth_table.py "$OUT/runs" --jobs "$JOBS" --json > "$OUT/table.json"
-"$PY" - "$OUT/table.json" <<'EOF' | tee "$OUT/table.md"
+(cd "$OUT" && "$PY" - "$OUT/table.json" "$ROOT/tools" <<'EOF') | tee "$OUT/table.md"
 import json, sys
-sys.path.insert(0, "tools")
+sys.path.insert(0, sys.argv[2])
 from truth_table import markdown
 print(markdown(json.load(open(sys.argv[1]))))
 EOF

@@ -6,7 +6,8 @@ Each (model, variant) goes to OUT/<model>-<variant>/: et.0.json.gz, kineto.0.jso
 manifest.json. Variants: fp32 (Adam, per-parameter loop), fused (Adam fused=True), bf16
 (autocast bf16 forward), fp16 (autocast fp16 + GradScaler; CUDA only), cudagraph (the whole step
 captured once with torch.cuda.graph during the warm-up and replayed; CUDA only). Models: mlp, cnn,
-lstm, encoder (small CPU-sized ones), resnet (a ResNet-like CNN, batch 128 of 32x32 images),
+lstm, encoder (small CPU-sized ones), resnet (a ResNet-like CNN, batch 128 of 32x32 images;
+resnet512 the same at batch 512),
 bert (a BERT-like encoder, 4 layers of 512, batch 32 x 128 tokens); `--tiny` shrinks resnet and
 bert for a CPU smoke run. Runs on CUDA when available (`--device` to choose), else on CPU with
 one thread. `--peaks` also measures the device's matmul and copy peaks (the what-if's roofline
@@ -104,9 +105,9 @@ class _Block(nn.Module):
         return torch.relu(self.b2(self.c2(h)) + self.short(x))
 
 
-def resnet() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+def resnet(batch: int = 128) -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     """ResNet-18-like for 32x32 images (4 stages of 2 blocks), batch 128 (tiny: 2 stages, batch 8)."""
-    widths, batch = ((16, 32), 8) if TINY else ((64, 128, 256, 512), 128)
+    widths, batch = ((16, 32), 8) if TINY else ((64, 128, 256, 512), batch)
     layers: list[nn.Module] = [nn.Conv2d(3, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()]
     cin = widths[0]
     for i, w in enumerate(widths):
@@ -138,7 +139,13 @@ def bert() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     )
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "encoder": encoder, "resnet": resnet, "bert": bert}
+def resnet512() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """The same ResNet at batch 512: a device-bound step on an H100/H200 (tiny: as `resnet`)."""
+    return resnet(512)
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "encoder": encoder, "resnet": resnet, "resnet512": resnet512,
+          "bert": bert}  # fmt: skip
 VARIANTS = ("fp32", "fused", "bf16", "fp16", "cudagraph")
 CUDA_ONLY = ("fp16", "cudagraph")
 

@@ -19,9 +19,11 @@ step and `traced` steps under `torch.profiler.profile(..., execution_trace_obser
 `timed_after` untraced steps again (default 0). Those bracket the traced steps in time: on a host
 whose speed drifts (a shared CPU: what runs on the neighbouring cores changes its caches' and
 memory's share) the truth is the median of both sets, and the manifest gives the drift between
-them (`untraced_drift`: after / before - 1). Every timed step also records the calling thread's
-CPU time: a one-threaded CPU run's truth (chakra.record.manifest.truth_of), since on a loaded host
-its wall clock also holds the time other processes ran on its core. Under
+them (`untraced_drift`: after / before - 1). On CUDA the truth is the steps before alone: the
+profiler's device tracing outlives it and slows every later launch (chakra.record.manifest).
+Every timed step also records the calling thread's CPU time: a one-threaded CPU run's truth
+(chakra.record.manifest.truth_of), since on a loaded host its wall clock also holds the time
+other processes ran on its core. Under
 torch.distributed every rank records its own files (the rank and world size come from the
 initialised process group); on CPU there is nothing to synchronise. `chakra convert pytorch
 out/run/et.*.json.gz -k ...` reads the manifest beside the traces and removes the profiler's

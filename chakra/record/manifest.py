@@ -52,11 +52,28 @@ def cautions(doc: dict) -> tuple[str, ...]:
         )
     drift = doc.get("untraced_drift")
     if isinstance(drift, (int, float)) and abs(drift) > DRIFT:
-        out.append(
-            f"the untraced step moved {100 * drift:+.0f}% between before and after the traced steps: "
-            "the measured step is uncertain by that much"
-        )
+        if _before_only(doc):
+            out.append(
+                f"the untraced steps after the traced ones ran {100 * drift:+.0f}% against those before: on CUDA "
+                "the profiler's device tracing outlives it, so the truth is the steps before"
+            )
+        else:
+            out.append(
+                f"the untraced step moved {100 * drift:+.0f}% between before and after the traced steps: "
+                "the measured step is uncertain by that much"
+            )
     return tuple(out)
+
+
+def _before_only(doc: dict) -> bool:
+    """Whether the truth is the untraced steps before the traced ones alone: on CUDA. There the
+    steps after the profiler are no longer the user's program: CUPTI stays subscribed once
+    torch.profiler has run, and every kernel launch after it is slower (H200, 2026-11-28: the steps
+    after ran +22% to +38% on launch-bound models, a step change at the profiler's end, while CUDA
+    graph replays, which launch nothing, moved under 1%). On a CPU both sets are the same program
+    and together bracket a host whose speed drifts."""
+    before = doc.get("untraced_before_step_s")
+    return (doc.get("device") or {}).get("type") == "cuda" and isinstance(before, dict) and bool(before.get("n"))
 
 
 def truth_of(doc: dict) -> StepTruth:
@@ -67,8 +84,9 @@ def truth_of(doc: dict) -> StepTruth:
     thread's CPU time; on a shared host the wall clock also holds the time other processes ran
     on that core (preemption: up to 3x on a loaded 2-core host), which the CPU time does not. So a
     one-threaded CPU run's truth is the median of its thread CPU time, unless the wall clock is
-    lower (a clock's rounding)."""
-    wall = float(doc["untraced_step_s"]["median"])
+    lower (a clock's rounding). On CUDA, steps timed after the traced ones are left out
+    (`_before_only`)."""
+    wall = float(doc["untraced_before_step_s" if _before_only(doc) else "untraced_step_s"]["median"])
     dev = doc.get("device") or {}
     cpu = (doc.get("untraced_thread_cpu_s") or {}).get("median")
     if dev.get("type") == "cpu" and dev.get("threads") == 1 and isinstance(cpu, (int, float)) and 0 < cpu < wall:
