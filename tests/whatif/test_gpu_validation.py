@@ -68,7 +68,7 @@ def test_replay_against_the_untraced_step(res, run):
 RECIPES = {
     ("small", "fused-optimizer"): (1.887, -13.2, -20.3),
     ("small", "amp"): (0.923, 8.4, 8.4),
-    ("small", "cuda-graphs"): (1.782, 5.3, -8.2),
+    ("small", "cuda-graphs"): (1.782, -9.1, -20.7),  # capturable AdamW's 14 kernels per parameter added
     ("big", "fused-optimizer"): (1.020, -0.5, -0.5),
     ("big", "amp"): (4.441, 24.6, 24.6),
 }
