@@ -7,9 +7,9 @@ manifest.json. Variants: fp32 (Adam, per-parameter loop), fused (Adam fused=True
 (autocast bf16 forward), fp16 (autocast fp16 + GradScaler; CUDA only), cudagraph (the whole step
 captured once with torch.cuda.graph during the warm-up and replayed; CUDA only). Models: mlp, cnn,
 lstm, encoder (small CPU-sized ones), resnet (a ResNet-like CNN, batch 128 of 32x32 images;
-resnet512 the same at batch 512),
-bert (a BERT-like encoder, 4 layers of 512, batch 32 x 128 tokens); `--tiny` shrinks resnet and
-bert for a CPU smoke run. Runs on CUDA when available (`--device` to choose), else on CPU with
+resnet512 the same at batch 512), bert (a BERT-like encoder, 4 layers of 512, batch 32 x 128
+tokens), gru, vit, mobilenet and widemlp (each function's docstring says its shape); `--tiny`
+shrinks resnet and bert for a CPU smoke run. Runs on CUDA when available (`--device` to choose), else on CPU with
 one thread. `--peaks` also measures the device's matmul and copy peaks (the what-if's roofline
 inputs) into OUT/peaks.json.
 
@@ -144,8 +144,65 @@ def resnet512() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tenso
     return resnet(512)
 
 
+class _GRU(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(2000, 128)
+        self.gru = nn.GRU(128, 256, num_layers=2, batch_first=True)
+        self.head = nn.Linear(256, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.gru(self.emb(x))
+        return self.head(h[:, -1])
+
+
+def gru() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """Embedding + a 2-layer GRU of 256, batch 32 x 32 tokens."""
+    return _GRU(), lambda: (torch.randint(0, 2000, (32, 32)), torch.randint(0, 10, (32,)))
+
+
+class _ViT(nn.Module):
+    def __init__(self, d: int = 192, layers: int = 4) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(3, d, 4, 4)  # 32x32 images -> 64 patches
+        self.pos = nn.Parameter(torch.zeros(1, 64, d))
+        layer = nn.TransformerEncoderLayer(d, 3, 4 * d, batch_first=True, dropout=0.0, activation="gelu",
+                                           norm_first=True)  # fmt: skip
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.patch(x).flatten(2).transpose(1, 2) + self.pos
+        return self.head(self.norm(self.enc(h)).mean(1))
+
+
+def vit() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """A small vision transformer: 4x4 patches of 32x32 images, 4 pre-norm layers of 192, batch 64."""
+    return _ViT(), lambda: (torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+
+
+def mobilenet() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """Depthwise-separable convolutions (MobileNet-like, 6 blocks up to 256 channels), batch 64."""
+    layers: list[nn.Module] = [nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU()]
+    cin = 32
+    for cout, stride in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (256, 2)):
+        layers += [nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False), nn.BatchNorm2d(cin), nn.ReLU(),
+                   nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]  # fmt: skip
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    return nn.Sequential(*layers), lambda: (torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+
+
+def widemlp() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
+    """Three Linear(4096) + GELU on 1,024 features, batch 512: matmul-heavy."""
+    m = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(),
+                      nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 10))  # fmt: skip
+    return m, lambda: (torch.randn(512, 1024), torch.randint(0, 10, (512,)))
+
+
 MODELS = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "encoder": encoder, "resnet": resnet, "resnet512": resnet512,
-          "bert": bert}  # fmt: skip
+          "bert": bert, "gru": gru, "vit": vit, "mobilenet": mobilenet, "widemlp": widemlp}  # fmt: skip
 VARIANTS = ("fp32", "fused", "bf16", "fp16", "cudagraph")
 CUDA_ONLY = ("fp16", "cudagraph")
 
