@@ -185,6 +185,12 @@ def amp(
         notes.append(f"no {on} compute node: nothing to speed up (a CPU-only trace needs --on cpu)")
     if grad_scaler:
         notes.append(f"{synced} optimizer step(s) wait for the device (GradScaler's inf check)")
+    if on == "gpu":
+        notes.append(
+            "autocast's own host work (a cast per weight and input, their backward, its dispatch) is not "
+            "modelled: where the host sets the step once the kernels are faster, this speedup is an upper bound "
+            "(H200, launch-bound models: 0.55-0.93x for real against 1.00x predicted)"
+        )
     if on == "cpu":
         notes.append("CPU bf16 prediction unmeasured (GPU factors); --measure times each operator on this host")
     return _finish("amp", gs, notes=notes)

@@ -57,6 +57,8 @@ def test_amp_divides_compute_bound_by_3_memory_bound_by_2_and_leaves_cpu():
     assert durs == {"a": 10, "sgemm_128x64": 10, "relu_kernel": 10, "mystery": 6}
     assert finish(w.traces) == 36_000
     assert base[0].nodes[1].duration_micros == 30  # input untouched
+    # host time is left as recorded, and the notes say what that leaves out
+    assert any("autocast's own host work" in n and "upper bound" in n for n in w.notes)
 
 
 def test_amp_classifies_by_name_without_flops():
