@@ -419,7 +419,7 @@ def scale_compute(traces: Sequence[Trace], *, factor: float, on: str = "all") ->
 
 #: Device kernels a captured single-tensor Adam/AdamW step launches per parameter beyond the
 #: uncaptured one: `capturable=True` keeps the step counter on the device and computes the bias
-#: corrections there (torch 2.11; counted on seven models recorded both ways on an H200, 14 on each).
+#: corrections there (torch 2.11; counted on eight models recorded both ways on an H200, 14 on each).
 CAPTURABLE_ADAM_KERNELS = 14
 _PER_PARAM_ADAM = re.compile(r"^aten::addcdiv_$")
 _CAPTURABLE_SIGN = re.compile(r"^aten::(pow|_foreach_pow)")  # bias corrections as device tensors
@@ -523,8 +523,10 @@ def cuda_graphs(
             f"{params:,} Adam parameter updates made capturable: {CAPTURABLE_ADAM_KERNELS} more kernels of "
             f"{scalar_kernel_us:g} µs each per update (step counter and bias corrections on the device)"
         )
+    if joined:
+        notes.append(f"{joined:,} kernels follow the kernel recorded before them on another stream (capture order)")
     w = _finish("cuda-graphs", gs, notes=notes)
-    w.changed.update(host_us=host_us, kernels=kernels, capturable_updates=params)
+    w.changed.update(host_us=host_us, kernels=kernels, capturable_updates=params, streams_joined=joined)
     return w
 
 

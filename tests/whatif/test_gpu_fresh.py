@@ -139,3 +139,4 @@ def test_cuda_graphs_keeps_side_stream_kernels_in_capture_order(tmp_path):
     kernels = [n for n in w.traces[0].nodes if resource_of(n) == "gpu" and n.name != "queue"]
     per_step_us = sum(n.duration_micros for n in kernels) / 3
     assert simulated_step_ns(w.traces) / 1e3 >= 0.95 * per_step_us
+    assert w.changed["streams_joined"] > 0 and any("capture order" in n for n in w.notes)
