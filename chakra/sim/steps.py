@@ -99,7 +99,10 @@ def times_label(rec: Optional[dict[str, Any]]) -> str:
     if rec.get("mode") == "measured":
         ms = rec["measured_step_ns"] / 1e6
         return f"the untraced run (profiler cost removed, fitted to the measured {ms:,.3f} ms step)"
-    return "the untraced run (profiler cost removed, estimated from the trace alone)"
+    return (
+        "the untraced run (profiler cost removed, estimated from the trace alone: uncertain where the host sets "
+        "the step)"
+    )
 
 
 def timebase(rec: Optional[dict[str, Any]]) -> dict[str, Any]:

@@ -36,7 +36,11 @@ def overhead_line(o: dict[str, Any]) -> str:
         pred, replayed = o["predicted_step_ns"] / 1e6, o["replay_profiled_ns"] / 1e6
         notes = "".join(f"; {n}" for n in o.get("notes") or [])
         return f"removed, {how}: replay {replayed:,.3f} -> {pred:,.3f} ms/step; {removed}; {prof}{notes}"
-    how = "estimated from the trace alone (give --step-time or a chakra.record manifest to fit it)"
+    how = (
+        "estimated from the trace alone (give --step-time or a chakra.record manifest to fit it: a trace does "
+        "not hold the host's untraced speed, and where the host sets the step the estimate was off by -51% to "
+        "+63% on H200 runs, docs/whatif-validation.md)"
+    )
     return f"removed, {how}: {removed}; {prof}"
 
 
