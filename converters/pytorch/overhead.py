@@ -449,23 +449,88 @@ def shared_device_busy(traces: Sequence[Trace], nodes: list[list[Any]]) -> dict[
     return out
 
 
-def _bisect(
+def _illinois(
+    lo: float,
+    f_lo: float,
+    hi: float,
+    f_hi: float,
+    f: Callable[[float], float],
+    tol: float,
+    rounds: int = 40,
+    say: Optional[Callable[[float, float], None]] = None,
+) -> float:
+    """A root of the rising `f` in [lo, hi] (f_lo < 0 < f_hi, both known) within `tol`, by regula
+    falsi with the Illinois weighting: a replayed step is nearly linear in the value fitted where
+    that value sets it, so this takes a few replays where bisection took a dozen. Returns the last
+    value tried (`f` has set it up)."""
+    side = 0
+    mid = hi
+    for _ in range(rounds):
+        mid = lo - f_lo * (hi - lo) / (f_hi - f_lo)
+        if not lo < mid < hi:
+            mid = (lo + hi) / 2
+        got = f(mid)
+        if say is not None:
+            say(mid, got)
+        if abs(got) <= tol:
+            break
+        if got < 0:
+            lo, f_lo = mid, got
+            if side < 0:  # the same end moved twice: halve the other's weight
+                f_hi /= 2
+            side = -1
+        else:
+            hi, f_hi = mid, got
+            if side > 0:
+                f_lo /= 2
+            side = 1
+    return mid
+
+
+def _solve(
     lo: float, hi: float, target: float, step_at: Callable[[float], float], *, rising: bool, rounds: int = 40
 ) -> float:
-    """Bisect [lo, hi] for the value at which `step_at` (a replayed step, rising with the value
-    when `rising`, else falling) comes within 0.3% of `target`; `step_at` has set up the last
-    value tried, which is returned."""
-    mid = lo
-    for _ in range(rounds):
-        mid = (lo + hi) / 2
-        got = step_at(mid)
-        if abs(got - target) <= 0.003 * target:
-            break
-        if (got > target) == rising:
-            hi = mid
-        else:
-            lo = mid
-    return mid
+    """The value in [lo, hi] at which `step_at` (a replayed step, rising with the value when
+    `rising`, else falling) comes within 0.3% of `target` (the nearer end when it never does);
+    `step_at` has set up the value returned."""
+    sign = 1.0 if rising else -1.0
+    tol = 0.003 * target
+    f_lo = sign * (step_at(lo) - target)
+    if f_lo >= -tol:
+        return lo  # already there (or past it) at the low end: the state is lo's
+    f_hi = sign * (step_at(hi) - target)
+    if f_hi <= tol:
+        return hi
+    return _illinois(lo, f_lo, hi, f_hi, lambda v: sign * (step_at(v) - target), tol, rounds)
+
+
+def _fit_base(
+    trial: Callable[[float], float],
+    target: float,
+    floor: float,
+    estimate: float,
+    at_estimate: float,
+    longest: float,
+    say: Callable[[str], None],
+) -> float:
+    """The untraced time per host event at which the replayed step (`trial`, rising with it) is
+    within 0.3% of `target`, from the bracket the estimate gives (`floor`: the step at 0;
+    `longest`: the value past which nothing changes). The last value tried is the one returned
+    or, when an end of the bracket is already within 0.3%, that end (the caller applies it)."""
+    tol = 0.003 * target
+    lo, f_lo = 0.0, floor - target
+    hi, f_hi = estimate, at_estimate - target
+    while f_hi < 0 and hi < longest:  # the estimate is short of the target: widen
+        lo, f_lo = hi, f_hi
+        hi = min(longest, 4 * hi if hi > 0 else 1.0)
+        f_hi = trial(hi) - target
+    if f_hi <= tol or f_lo >= -tol:
+        return hi if f_hi <= tol else lo
+
+    def report(v: float, got: float) -> None:
+        say(f"fit: {v:.3f} µs per host node -> {(got + target) / 1e6:.3f} ms (measured {target / 1e6:.3f})")
+
+    return _illinois(lo, f_lo, hi, f_hi, lambda v: trial(v) - target, tol, say=report)
 
 
 class _Plan:
@@ -788,7 +853,7 @@ def remove_overhead(
     `facts`: `node_facts(traces)` from an earlier pass over the same nodes (kept current by it),
     instead of reading every node's attributes again.
 
-    With `measured_step_ns` the untraced time per host node is fitted (bisection: the replayed
+    With `measured_step_ns` the untraced time per host node is fitted (regula falsi: the replayed
     step grows with it) until the replayed step is within 0.3% of it; a step time that the
     recorded durations already reach, or that no host time can reach, is said in the notes and
     the nearest end is kept. Without it nothing is simulated unless `replay` (then the report
@@ -860,7 +925,7 @@ def remove_overhead(
                     plan.apply(default_base)
                     return replay_step()
 
-                _bisect(0.0, 1.0, target, at_idle_share, rising=True, rounds=30)
+                _solve(0.0, 1.0, target, at_idle_share, rising=True, rounds=30)
                 fitted_idle = True
                 rep.base_us = default_base
                 rep.notes.append(
@@ -915,7 +980,7 @@ def remove_overhead(
                         plan.work = share
                         return trial(0.0)
 
-                    _bisect(0.0, 1.0, target, at_work, rising=True)
+                    _solve(0.0, 1.0, target, at_work, rising=True)
                     rep.work_share = plan.work
                     rep.notes.append(
                         f"the recorded host work is longer than the measured step even without the profiler's "
@@ -928,25 +993,14 @@ def remove_overhead(
                     plan.python_cost = cost
                     return trial(0.0)
 
-                _bisect(lo_py, hi_py, target, at_python_cost, rising=False)
+                _solve(lo_py, hi_py, target, at_python_cost, rising=False)
                 rep.notes.append(
                     f"host nodes at their floor; Python-level gaps lose {plan.python_cost:.1f} µs each "
                     f"(fitted; the estimate is {PYTHON_GAPS:g} x {costs.gap_us:.1f} µs)"
                 )
             rep.python_gap_cost_us = plan.python_cost
         else:
-            for i in range(40):
-                mid = (lo + hi) / 2
-                got = trial(mid)
-                say(f"fit {i + 1}: {mid:.3f} µs per host node -> {got / 1e6:.3f} ms (measured {target / 1e6:.3f})")
-                if abs(got - target) <= 0.003 * target:
-                    lo = hi = mid
-                    break
-                if got > target:
-                    hi = mid
-                else:
-                    lo = mid
-            rep.base_us = (lo + hi) / 2
+            rep.base_us = _fit_base(trial, target, floor, default_base, at_default, hi, say)
     elif base_us is not None:
         rep.base_us = base_us
     if plan.peer_busy:
