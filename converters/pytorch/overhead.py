@@ -907,6 +907,7 @@ def remove_overhead(
         if waits:
             waits.restore()
         rep.replay_profiled_ns = replayer()[1]
+    kept_all = False
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
@@ -945,6 +946,7 @@ def remove_overhead(
             )
         elif target >= (rep.replay_profiled_ns or 0.0):
             rep.base_us = hi
+            kept_all = True  # GPU launch waits and Python gaps too: the profiled replay is the nearest
             rep.notes.append(
                 f"the measured step ({target / 1e6:.3f} ms) is not shorter than the profiled replay "
                 f"({(rep.replay_profiled_ns or 0.0) / 1e6:.3f} ms): durations kept as recorded"
@@ -1005,7 +1007,7 @@ def remove_overhead(
         rep.base_us = base_us
     if plan.peer_busy:
         rep.idle_share = plan.idle_share
-    rep.removed_us = plan.apply(rep.base_us)
+    rep.removed_us = plan.apply(None if kept_all else rep.base_us)
     if measured_step_ns is not None or replay or waits:
         rep.predicted_step_ns = replay_step()
     plan.mark(estimated)
