@@ -35,6 +35,29 @@ def local_workers(workers: Optional[int], tasks: int) -> int:
     return max(1, min(n, tasks)) if tasks else n
 
 
+class _InterruptedSyncFilter(logging.Filter):
+    """Drops the one traceback Dask prints after an interrupt. `distributed.utils.sync` hands the
+    event loop a `cancel` callback that reads a variable the interrupted call never assigned when
+    the interrupt comes early; the loop then logs that NameError ("Exception in callback ...")
+    through `tornado.application`, from its own thread, before this process has silenced Dask."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info
+        tb = exc[2] if exc else None
+        if tb is None:
+            return True
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code
+        return not (code.co_name == "cancel" and code.co_filename.endswith(os.path.join("distributed", "utils.py")))
+
+
+def _quiet_interrupted_sync() -> None:
+    log = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _InterruptedSyncFilter) for f in log.filters):
+        log.addFilter(_InterruptedSyncFilter())
+
+
 @contextmanager
 def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, tasks: int = 0) -> Iterator[Any]:
     """Yield a connected `distributed.Client`; a local cluster is torn down on exit.
@@ -43,6 +66,7 @@ def dask_client(workers: Optional[int] = None, scheduler: Optional[str] = None, 
     conversion, one simulation) at a time: memory per worker is bounded by the largest task.
     """
     distributed = require_dask()
+    _quiet_interrupted_sync()
     if scheduler:
         try:
             client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
