@@ -422,7 +422,7 @@ def scale_compute(traces: Sequence[Trace], *, factor: float, on: str = "all") ->
 #: corrections there (torch 2.11; counted on eight models recorded both ways on an H200, 14 on each).
 CAPTURABLE_ADAM_KERNELS = 14
 _PER_PARAM_ADAM = re.compile(r"^aten::addcdiv_$")
-_CAPTURABLE_SIGN = re.compile(r"^aten::(pow|_foreach_pow)")  # bias corrections as device tensors
+_CAPTURABLE_SIGN = re.compile(r"^aten::pow")  # bias corrections as device tensors
 _MULTI_TENSOR = re.compile(r"^aten::_(foreach|fused)_")
 
 
@@ -438,12 +438,17 @@ def _uncaptured_adam_params(g: Graph) -> list[pb.Node]:
     return out
 
 
+def _in_time_order(nodes: Sequence[pb.Node]) -> list[pb.Node]:
+    """Nodes by recorded start time (then id: ties keep the trace's order)."""
+    return sorted(nodes, key=lambda n: (n.start_time_micros, n.id))
+
+
 def _add_spread(nodes: Sequence[pb.Node], each_us: float) -> int:
     """Lengthen each node by `each_us`, which may be a fraction of a µs: the rounding is carried
-    from node to node (in time order), so the total is what was asked for. Returns µs added."""
+    from node to node (give them in time order), so the total is what was asked for. Returns µs added."""
     carry = 0.0
     added = 0
-    for n in sorted(nodes, key=lambda n: (n.start_time_micros, n.id)):
+    for n in nodes:
         carry += each_us
         whole = int(carry)
         carry -= whole
@@ -453,14 +458,13 @@ def _add_spread(nodes: Sequence[pb.Node], each_us: float) -> int:
 
 
 def _in_capture_order(g: Graph, kernels: Sequence[pb.Node]) -> int:
-    """Each kernel on a stream other than the one before it (in recorded start order) follows
-    that one: a replayed graph runs its kernels in the order they were captured, side streams
-    joined by the events the library recorded (cuDNN's RNN kernels run on streams of their own).
-    Without the host's launches to space them, kernels that only waited for their launch would
-    otherwise all start at once. Returns the edges added."""
-    order = sorted(kernels, key=lambda n: (n.start_time_micros, n.id))
+    """Each kernel (given in recorded start order) on a stream other than the one before it
+    follows that one: a replayed graph runs its kernels in the order they were captured, side
+    streams joined by the events the library recorded (cuDNN's RNN kernels run on streams of their
+    own). Without the host's launches to space them, kernels that only waited for their launch
+    would otherwise all start at once. Returns the edges added."""
     added = 0
-    for before, n in zip(order, order[1:]):
+    for before, n in zip(kernels, kernels[1:]):
         if get_attr(n, "stream", None) != get_attr(before, "stream", None):
             g.add_dep(n.id, before.id)
             added += 1
@@ -503,7 +507,7 @@ def cuda_graphs(
         g.set_duration(steps, launch_us)
         gpu = g.select(by_type(NodeType.COMP_NODE) & by_resource("gpu"))
         g.set_duration([n for n in gpu if n.name == "queue"], 0)
-        launched = [n for n in gpu if n.name != "queue"]
+        launched = _in_time_order([n for n in gpu if n.name != "queue"])
         _add_spread(launched, kernel_gap_us)
         kernels += len(launched)
         joined += _in_capture_order(g, launched)
@@ -512,7 +516,7 @@ def cuda_graphs(
             ks = [k for k in launched_by.get(u.id, ()) if k.name != "queue"]
             if ks:
                 last_kernels.append(max(ks, key=lambda k: (k.start_time_micros, k.id)))
-        _add_spread(last_kernels, CAPTURABLE_ADAM_KERNELS * (scalar_kernel_us + kernel_gap_us))
+        _add_spread(_in_time_order(last_kernels), CAPTURABLE_ADAM_KERNELS * (scalar_kernel_us + kernel_gap_us))
         params += len(last_kernels)
     notes = [
         f"{host_us:,} µs of host tasks -> one {launch_us:g} µs graph launch per step; {kernels:,} kernels "
@@ -724,7 +728,7 @@ def data_parallel(
     except re.error as exc:
         raise InputError(f"bad pattern: {exc}") from None
     (g,) = graphs(clone(traces))
-    ordered = sorted(g.nodes.values(), key=lambda n: (n.start_time_micros, n.id))
+    ordered = _in_time_order(list(g.nodes.values()))
     cap = int(bucket_mb * 2**20)
     first_cap = int(min(first_bucket_mb, bucket_mb) * 2**20)
     segments: list[tuple[list[pb.Node], Optional[pb.Node]]] = []
