@@ -50,20 +50,23 @@ def cnn() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     return m, lambda: (torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))
 
 
-class _LSTM(nn.Module):
-    def __init__(self) -> None:
+class _Recurrent(nn.Module):
+    """Embedding, a 2-layer recurrent stack (`cell`: nn.LSTM or nn.GRU), a head on the last step."""
+
+    def __init__(self, cell: type, vocab: int, d: int, hidden: int) -> None:
         super().__init__()
-        self.emb = nn.Embedding(1000, 64)
-        self.lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True)
-        self.head = nn.Linear(128, 10)
+        self.emb = nn.Embedding(vocab, d)
+        self.rnn = cell(d, hidden, num_layers=2, batch_first=True)
+        self.head = nn.Linear(hidden, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, _ = self.lstm(self.emb(x))
+        h, _ = self.rnn(self.emb(x))
         return self.head(h[:, -1])
 
 
 def lstm() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
-    return _LSTM(), lambda: (torch.randint(0, 1000, (16, 24)), torch.randint(0, 10, (16,)))
+    model = _Recurrent(nn.LSTM, 1000, 64, 128)
+    return model, lambda: (torch.randint(0, 1000, (16, 24)), torch.randint(0, 10, (16,)))
 
 
 class _Encoder(nn.Module):
@@ -144,21 +147,10 @@ def resnet512() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tenso
     return resnet(512)
 
 
-class _GRU(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(2000, 128)
-        self.gru = nn.GRU(128, 256, num_layers=2, batch_first=True)
-        self.head = nn.Linear(256, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, _ = self.gru(self.emb(x))
-        return self.head(h[:, -1])
-
-
 def gru() -> tuple[nn.Module, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
     """Embedding + a 2-layer GRU of 256, batch 32 x 32 tokens."""
-    return _GRU(), lambda: (torch.randint(0, 2000, (32, 32)), torch.randint(0, 10, (32,)))
+    model = _Recurrent(nn.GRU, 2000, 128, 256)
+    return model, lambda: (torch.randint(0, 2000, (32, 32)), torch.randint(0, 10, (32,)))
 
 
 class _ViT(nn.Module):
