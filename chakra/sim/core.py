@@ -123,10 +123,10 @@ class Clock:
             else:  # inline: the hot path of compute completions
                 on_node(t, r, -2 - payload)  # type: ignore[misc]
                 key = (r, t)
-                if batches[key]:
+                joined = batches.pop(key)
+                if joined:  # (rarely) others joined it: they run with the batch still open
+                    batches[key] = joined
                     self._run_batch(key)
-                else:
-                    del batches[key]
             if heap[0] != t:  # booked before now (a finish the model dates earlier): that runs first
                 while heap[0] != t:
                     self._run_time(heap[0])

@@ -114,6 +114,12 @@ class Simulation:
         log = self.log
         policy = self.policy
         complete_at_rank = clock.complete_at_rank
+        batches = clock.batches
+        batches_get = batches.get
+        due = clock.due
+        due_get = due.get
+        heap = clock.heap
+        plain = clock.__class__ is Clock  # a folded clock books its own way
         # A queued remote-memory request is served when the one ahead of it completes: ASTRA-sim
         # books its completion then, in the batch of the rank whose request completed (see
         # Clock.at_rank), which decides the order of same-ns events later on.
@@ -132,6 +138,7 @@ class Simulation:
             e = engines[r]
             ready = e.ready
             busy = e.busy
+            issued: Any = None
             if row >= 0:  # a completion: free its slot, release its children
                 e.end[row] = t
                 s = e.slot[row]
@@ -140,6 +147,12 @@ class Simulation:
                 e.remaining -= 1
                 if log is not None:
                     log(("callback", r, t, int(e.ids[row]), e.names[row] if e.names else ""))
+                # After every issue loop each slot has no free capacity or nothing ready (and the
+                # exempt list is empty), so a completion changes only its own slot and its
+                # children's: where the freed slot has nothing waiting, the loop below would
+                # issue at most the one child this completion made ready (the chains of kernels
+                # that are most nodes), and that is decided here without it.
+                idle = policy is None and (s == S_FREE or not ready[s])
                 ptr = e.ptr
                 a = ptr[row]
                 b = ptr[row + 1]
@@ -149,7 +162,15 @@ class Simulation:
                     k = left[c] - 1
                     left[c] = k
                     if k == 0:
-                        push(ready[e.slot[c]], c)
+                        sc = e.slot[c]
+                        if idle and (sc == S_FREE or (busy[sc] and not ready[sc])):
+                            if sc != S_FREE:
+                                busy[sc] -= 1
+                            issued = (c,)
+                        else:
+                            push(ready[sc], c)
+                    elif idle:
+                        return
                 elif a != b:
                     left = e.left
                     slot = e.slot
@@ -158,8 +179,12 @@ class Simulation:
                         left[c] = k
                         if k == 0:
                             push(ready[slot[c]], c)
+                elif idle:
+                    return
             # ---- issue loop ----
-            if policy is None:
+            if issued is not None:
+                pass
+            elif policy is None:
                 issued = []
                 # CPU, GPU compute, comm: while a slot is free, the smallest ready id (unrolled: hot)
                 if busy[0] and ready[0]:
@@ -197,7 +222,23 @@ class Simulation:
                     log(("issue", r, t, int(e.ids[x]), e.names[x] if e.names else ""))
                 k = kind[x]
                 if k <= K_CPU or k >= K_ZERO:
-                    complete_at_rank(r, t + delay[x], x)
+                    if not plain:
+                        complete_at_rank(r, t + delay[x], x)
+                        continue
+                    # Clock.complete_at_rank inline: every compute node comes here
+                    due_t = t + delay[x]
+                    key = (r, due_t)
+                    batch = batches_get(key)
+                    if batch is not None:
+                        batch.append(x)
+                        continue
+                    batches[key] = []
+                    entries = due_get(due_t)
+                    if entries is None:
+                        due[due_t] = [(r, -2 - x)]
+                        push(heap, due_t)
+                    else:
+                        entries.append((r, -2 - x))
                 elif k == K_COLL:
                     join(r, x)
                 elif k == K_SEND:
