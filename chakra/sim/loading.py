@@ -36,7 +36,7 @@ from chakra.errors import ConfigError, InputError, TraceFormatError
 from chakra.feeder.reading import file_messages, file_messages_stat, read_rank
 from chakra.feeder.table import MEMO_LIMIT
 from chakra.sim.compiler import RankEngine
-from chakra.sim.twins import Twins, file_digest
+from chakra.sim.twins import Twins, file_digest, rows_digest
 from chakra.sim.twins import digest as nodes_digest
 from chakra.trace import Trace
 
@@ -55,6 +55,9 @@ class NodeStore:
         self.clear()
 
     def clear(self) -> None:
+        # rows are numbered afresh after a clear: a file's rows name its nodes only within one
+        # generation (`rows_digest`)
+        self.generation = getattr(self, "generation", -1) + 1
         self.index: dict[bytes, int] = {}
         self.messages: list[bytes] = []  # row -> its framed message
         self.nodes: list[Any] = []  # row -> its decoded node (the first len(nodes) rows)
@@ -74,14 +77,22 @@ class NodeStore:
             fresh = list(dict.fromkeys(compress(framed, map(is_, got, repeat(None)))))
             index.update(zip(fresh, range(start, start + len(fresh))))
             self.messages.extend(fresh)
-            at = got.index(None)
-            while True:  # the new messages' rows (C-level search: a rank brings few)
-                got[at] = index[framed[at]]
-                try:
-                    at = got.index(None, at + 1)
-                except ValueError:
-                    break
+            if len(fresh) * 8 > len(framed):  # a rank of its own (real ranks' durations differ)
+                got = list(map(index.__getitem__, framed))
+            else:
+                at = got.index(None)
+                while True:  # the new messages' rows (C-level search: a twin brings few)
+                    got[at] = index[framed[at]]
+                    try:
+                        at = got.index(None, at + 1)
+                    except ValueError:
+                        break
         return np.array(got, dtype=np.int64)
+
+    def rows_digest(self, rows: Any) -> bytes:
+        """`twins.digest` of a file from its rows: files with the same rows in one generation
+        have the same nodes, byte for byte, and the rows are a tenth of their bytes to hash."""
+        return rows_digest(self.generation, rows)
 
     def decoded(self, rows: Any) -> list[Any]:
         """The decoded nodes of these rows (one object per distinct message). A message that does
@@ -153,8 +164,9 @@ class FramedFiles:
         # the job's distinct nodes; None once every file read was taken (the simulation holds them
         # from there, and lets them go with its loader)
         self.store: Optional[NodeStore] = NodeStore()
-        # (device, inode, size, mtime) -> the file's GlobalMetadata message and its nodes' rows
-        self.files: dict[tuple[int, int, int, int], tuple[bytes, Any]] = {}
+        # (device, inode, size, mtime) -> the file's GlobalMetadata message, its nodes' rows and
+        # its messages where they are the store's own
+        self.files: dict[tuple[int, int, int, int], tuple[bytes, Any, Optional[list[bytes]]]] = {}
 
     def read(self, path: Path) -> Optional[tuple[bytes, list[Any], Any]]:
         """A plain `.et` file's GlobalMetadata message, its decoded nodes (each distinct node one
@@ -166,10 +178,14 @@ class FramedFiles:
             return None
         if self.store is None:
             self.store = NodeStore()
+        before = len(self.store)
         rows = self.store.rows(messages[1:])
         nodes = self.store.decoded(rows)
+        # a file whose every node was new holds the store's own messages: kept as read (a file
+        # repeating others' would keep its copies of their bytes alive, so `take` rebuilds those)
+        whole = messages if len(self.store) - before == len(messages) - 1 else None
         # keyed as `take` will find it: by the stat of the file read (a regular one: it was read whole)
-        self.files[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = (messages[0], rows)
+        self.files[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = (messages[0], rows, whole)
         return messages[0], nodes, rows
 
     def take(self, path: Path) -> Optional[tuple[list[bytes], Any]]:
@@ -179,8 +195,9 @@ class FramedFiles:
         got = self.files.pop(key, None) if key is not None else None
         if got is None or self.store is None:
             return None
-        head, rows = got
-        messages = [head, *map(self.store.messages.__getitem__, rows.tolist())]
+        head, rows, messages = got
+        if messages is None:
+            messages = [head, *map(self.store.messages.__getitem__, rows.tolist())]
         if not self.files:
             self.store = None  # every file taken: not kept past the simulation's loading
         return messages, rows
@@ -276,7 +293,10 @@ class RankLoader:
         engine = self.twins.derive(rank, source, framed) if framed is not None else None
         digest = None
         if engine is None and not in_memory:
-            digest = nodes_digest(framed) if framed is not None else file_digest(source)
+            if rows is not None:
+                digest = self.store.rows_digest(rows)
+            else:
+                digest = nodes_digest(framed) if framed is not None else file_digest(source)
             first = self.by_digest.get(digest)
             if first is not None and first.shareable:
                 engine = first.for_rank(rank, str(source))

@@ -37,8 +37,8 @@ except ImportError:  # another interpreter
 #: engine's per-row communication `info` (peer, tag, size, process group).
 MAY_DIFFER = frozenset({"comm_src", "comm_dst", "comm_tag", "comm_size", "pg_name"})
 _TRIES = 8  # earlier templates compared per rank file, most recently matched first
-# rows compared first with every template after the most recent one: ranks that share no template
-# (each with its own durations) then cost one whole comparison, not eight
+# rows compared first with every template: ranks that share no template (each with its own
+# durations) then cost no whole comparison
 _HEAD = 64
 
 
@@ -52,6 +52,12 @@ def node_messages(path: Path) -> Optional[list[bytes]]:
 def digest(framed: list[bytes]) -> bytes:
     """What the simulator reads of a rank file (its nodes), hashed."""
     return blake2b(b"".join(framed), digest_size=20).digest()
+
+
+def rows_digest(generation: int, rows: Any) -> bytes:
+    """The digest of a file read into a job's distinct nodes (`chakra.sim.loading.NodeStore`),
+    from its nodes' rows there: another kind of key than `digest`'s, never equal to one."""
+    return blake2b(b"rows%d:" % generation + rows.tobytes(), digest_size=20).digest()
 
 
 def file_digest(path: Path) -> bytes:
@@ -258,14 +264,15 @@ class Twins:
         best: Optional[tuple[_Template, list[int]]] = None
         head = min(len(framed), _HEAD)
         for t in candidates[:_TRIES]:
-            if best is not None and sum(map(ne, t.framed[:head], framed[:head])) * 2 > head:
+            if sum(map(ne, t.framed[:head], framed[:head])) * 2 > head:
                 continue  # differs in most of its first rows: not worth the whole comparison
             rows = list(compress(count(), map(ne, t.framed, framed)))  # the rows that differ
             if best is None or len(rows) < len(best[1]):
                 best = (t, rows)
             if len(rows) * 2 <= len(framed):  # good enough: the most recently matched is nearly always best
                 break
-        assert best is not None
+        if best is None:
+            return None  # a rank of its own (real ranks differ in every duration)
         template, rows = best
         if not rows:  # the same nodes (SPMD ranks): shared whole where no send names a peer
             return template.engine.for_rank(rank, str(path)) if template.engine.shareable else None
