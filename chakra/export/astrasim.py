@@ -598,14 +598,18 @@ class _Planner:
         if comp and self.raw is not None:
             views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
             known = self.clean_attrs
-            judged = set()
             verdicts = self._verdict_by_attrs
-            for i, view in zip(comp, views):
-                key = tuple(view.attr)
-                if key in known:
-                    self._clean(id(order[i]))
-                    judged.add(i)
-                elif key in verdicts:
+            keys = list(map(tuple, map(attrgetter("attr"), views)))
+            clean = list(map(known.__contains__, keys))
+            now_clean = list(compress(comp, clean))  # most compute nodes of a real job's ranks
+            if now_clean:
+                self.clean_compute.update(map(id, map(order.__getitem__, now_clean)))
+                self.clean_rows[cols.rows[now_clean]] = True
+            judged = set(now_clean)
+            for i, key, ok in zip(comp, keys, clean):
+                if ok:
+                    continue
+                if key in verdicts:
                     self._verdict_of_row[cols.rows[i]] = verdicts[key]
                     replayed.append(i)
                     judged.add(i)
