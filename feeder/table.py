@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 from chakra.errors import TraceFormatError
 from chakra.files import create_temp, remove_stale_temps
 from chakra.io import decompress_to
-from chakra.schema import pb
+from chakra.schema import pb, whole
 from chakra.schema.attrs import SIMULATOR_ATTRS, SPLIT_ATTRS, as_int
 from chakra.schema.attrs import attr_value as _attr_value
 
@@ -205,7 +205,7 @@ class _Builder:
         for field_deps in (data_deps, ctrl_deps):
             lens = list(map(len, field_deps))
             if any(lens):
-                self.edge_parent.extend(chain.from_iterable(field_deps))
+                self.edge_parent.extend(chain.from_iterable(map(whole, field_deps)))
                 self.edge_child.frombytes(np.repeat(np.arange(pos, pos + k, dtype=np.int32), lens).tobytes())
         if self.names is not None:
             self.names.extend([n.name for n in nodes])
@@ -264,7 +264,7 @@ class _Builder:
             elif not n.attr:
                 continue
             found: dict[str, Any] = {}
-            for attr in n.attr:
+            for attr in n.attr[:]:
                 name = attr.name
                 if name in SPARSE_ATTRS:
                     found[name] = _attr_value(attr)
@@ -649,7 +649,7 @@ class DistinctColumns:
             run = np.fromiter(map(len, lists), np.int64, len(lists))
             starts.put(rows, values.n + np.cumsum(run) - run)
             lens.put(rows, run)
-            values.extend(np.fromiter(chain.from_iterable(lists), np.int64, int(run.sum())))
+            values.extend(np.fromiter(chain.from_iterable(map(whole, lists)), np.int64, int(run.sum())))
         self.done.put(rows, True)
 
     def table(

@@ -52,7 +52,7 @@ from typing import Any, Optional
 from chakra.commgroups import WORLD_NAMES, metadata_groups, strip_metadata
 from chakra.errors import InputError
 from chakra.graph import cycle_breaking_edges
-from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb
+from chakra.schema import CollectiveType, NodeType, collective_name, node_type_name, pb, whole
 from chakra.schema.attrs import read_attr_bytes, read_attrs, set_attr
 from chakra.sim.alltoallv import node_splits
 from chakra.sim.config import MemoryConfig, NetworkConfig, SystemConfig, default_network
@@ -317,10 +317,10 @@ class _Planner:
     def deps(self, n: pb.Node) -> tuple[int, ...]:
         """A node's data then control dependencies (kept per object when nodes are shared)."""
         if not self.shared_nodes:
-            return (*n.data_deps, *n.ctrl_deps)
+            return (*n.data_deps[:], *n.ctrl_deps[:])
         got = self._deps_by_id.get(id(n))
         if got is None:
-            got = self._deps_by_id[id(n)] = (*n.data_deps, *n.ctrl_deps)
+            got = self._deps_by_id[id(n)] = (*n.data_deps[:], *n.ctrl_deps[:])
         return got
 
     def get(self, n: pb.Node, name: str, default: Any = None) -> Any:
@@ -456,7 +456,7 @@ class _Planner:
         memo: dict = {}
         got = self._read_by_id
         for n, view in zip(todo, views):
-            got[id(n)] = read_attr_bytes(view.attr, memo)
+            got[id(n)] = read_attr_bytes(view.attr[:], memo)
 
     def run(self) -> Plan:
         self._read_ahead()
@@ -599,7 +599,7 @@ class _Planner:
             views = _attr_views().FromString(b"\x0a" + b"\x0a".join([raw[id(order[i])] for i in comp])).nodes
             known = self.clean_attrs
             verdicts = self._verdict_by_attrs
-            keys = list(map(tuple, map(attrgetter("attr"), views)))
+            keys = list(map(tuple, map(whole, map(attrgetter("attr"), views))))
             clean = list(map(known.__contains__, keys))
             now_clean = list(compress(comp, clean))  # most compute nodes of a real job's ranks
             if now_clean:
@@ -1343,7 +1343,7 @@ class _Columns:
 
         lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         starts = np.cumsum(lens) - lens
-        values = np.fromiter(chain.from_iterable(lists), dtype=np.uint64, count=int(lens.sum()))
+        values = np.fromiter(chain.from_iterable(map(whole, lists)), dtype=np.uint64, count=int(lens.sum()))
         return lens, starts, values
 
 

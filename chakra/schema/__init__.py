@@ -7,6 +7,7 @@ everywhere (no wrapper objects on hot paths).
 from __future__ import annotations
 
 from enum import IntEnum
+from operator import itemgetter
 
 from chakra.schema import et_def_pb2 as pb
 
@@ -14,6 +15,12 @@ Node = pb.Node
 GlobalMetadata = pb.GlobalMetadata
 AttributeProto = pb.AttributeProto
 IOInfo = pb.IOInfo
+
+#: `whole(field)`: a repeated field of a decoded message as a list, in one C call. protobuf's upb
+#: containers have no `__iter__`: a loop, `*field`, `chain` or `list()` over one steps through
+#: `__getitem__` until an IndexError, whose message is formatted each time (about 300 ns per
+#: field, an empty one included: on a million nodes' dependency lists, over half a second).
+whole = itemgetter(slice(None))
 
 SCHEMA_VERSION = "0.0.4"
 

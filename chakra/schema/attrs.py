@@ -179,13 +179,13 @@ def _arm_value(attr: pb.AttributeProto, arm: Optional[str]) -> Any:
         return None
     value = getattr(attr, arm)
     if arm.endswith("_list"):
-        return list(value.values)
+        return value.values[:]
     return value
 
 
 def get_attr(msg: Message, name: str, default: Any = None) -> Any:
     """Value of attribute `name` from any arm, or `default` when absent or empty."""
-    for attr in msg.attr:
+    for attr in msg.attr[:]:  # a list in one call (see chakra.schema.whole)
         if attr.name == name:
             value = attr_value(attr)
             return default if value is None else value
@@ -201,7 +201,7 @@ def get_int(msg: Message, name: str, default: int = 0) -> int:
 
 
 def attrs_dict(msg: Message) -> dict[str, Any]:
-    return {attr.name: attr_value(attr) for attr in msg.attr}
+    return {attr.name: attr_value(attr) for attr in msg.attr[:]}
 
 
 def misplaced_attrs(msg: Message) -> Iterable[tuple[str, str, str]]:
@@ -214,7 +214,7 @@ def read_attrs(msg: Message) -> tuple[dict[str, Any], list[tuple[str, str, str]]
     reads it) and `misplaced_attrs`."""
     values: dict[str, Any] = {}
     misplaced: list[tuple[str, str, str]] = []
-    for attr in msg.attr:
+    for attr in msg.attr[:]:
         name = attr.name
         arm = attr.WhichOneof("value")  # once per attribute, for both answers
         expected = CONVENTIONS.get(name)

@@ -108,7 +108,7 @@ def _layout(framed: bytes) -> Optional[_Layout]:
         node = pb.Node.FromString(payload)
     except DecodeError:
         return None
-    names = [a.name for a in node.attr]
+    names = [a.name for a in node.attr[:]]
     if len(names) != len(attrs) or len(set(names)) != len(names):
         return None
     return _Layout(payload[:start], attrs, names, node)
