@@ -134,14 +134,17 @@ class Simulation:
             if nxt_req is not None:
                 clock.at_rank(r, end - clock.now, serve, nxt_req)
 
+        # each rank's arrays in one tuple: one unpack per event instead of ten attribute loads
+        # (they stay the same objects for the whole run)
+        arrays = [(e.ready, e.busy, e.end, e.slot, e.ptr, e.cidx, e.left, e.kind, e.start, e.delay) for e in engines]
+
         def on_node(t: int, r: int, row: int) -> None:
-            e = engines[r]
-            ready = e.ready
-            busy = e.busy
+            ready, busy, end, slot, ptr, cidx, left, kind, start, delay = arrays[r]
             issued: Any = None
             if row >= 0:  # a completion: free its slot, release its children
-                e.end[row] = t
-                s = e.slot[row]
+                e = engines[r]
+                end[row] = t
+                s = slot[row]
                 if s != S_FREE:
                     busy[s] += 1
                 e.remaining -= 1
@@ -153,16 +156,14 @@ class Simulation:
                 # issue at most the one child this completion made ready (the chains of kernels
                 # that are most nodes), and that is decided here without it.
                 idle = policy is None and (s == S_FREE or not ready[s])
-                ptr = e.ptr
                 a = ptr[row]
                 b = ptr[row + 1]
                 if b - a == 1:  # one child: a chain of kernels, the common case
-                    left = e.left
-                    c = e.cidx[a]
+                    c = cidx[a]
                     k = left[c] - 1
                     left[c] = k
                     if k == 0:
-                        sc = e.slot[c]
+                        sc = slot[c]
                         if idle and (sc == S_FREE or (busy[sc] and not ready[sc])):
                             if sc != S_FREE:
                                 busy[sc] -= 1
@@ -172,9 +173,7 @@ class Simulation:
                     elif idle:
                         return
                 elif a != b:
-                    left = e.left
-                    slot = e.slot
-                    for c in e.cidx[a:b]:
+                    for c in cidx[a:b]:
                         k = left[c] - 1
                         left[c] = k
                         if k == 0:
@@ -210,15 +209,13 @@ class Simulation:
                 if len(issued) > 1:
                     issued.sort()
             else:
-                issued = self._issue_by_policy(e, r)
+                issued = self._issue_by_policy(engines[r], r)
                 if not issued:
                     return
-            kind = e.kind
-            start = e.start
-            delay = e.delay
             for x in issued:
                 start[x] = t
                 if log is not None:
+                    e = engines[r]
                     log(("issue", r, t, int(e.ids[x]), e.names[x] if e.names else ""))
                 k = kind[x]
                 if k <= K_CPU or k >= K_ZERO:
@@ -242,12 +239,13 @@ class Simulation:
                 elif k == K_COLL:
                     join(r, x)
                 elif k == K_SEND:
-                    dst, tag, size = e.info[x]
+                    dst, tag, size = engines[r].info[x]
                     messenger.send(r, dst, size, ("p2p", r, dst, tag), Completion(clock, r, x))
                 elif k == K_RECV:
-                    src, tag, size = e.info[x]
+                    src, tag, size = engines[r].info[x]
                     messenger.recv(src, r, size, ("p2p", src, r, tag), Completion(clock, r, x))
                 else:  # K_MEM
+                    e = engines[r]
                     size, local = e.info[x]
                     where = f"{e.path} node {int(e.ids[x])}"
                     end = memory.access(r, size, local, t, where)
