@@ -36,12 +36,8 @@ reads the manifests without it.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
-import platform
-import shutil
-import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +49,8 @@ MANIFEST_KIND = "chakra.record"
 
 
 def _summary(values: list[float]) -> dict[str, float]:
+    import statistics  # here and below: the converter imports this package for its manifests only
+
     qs = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
     return {"median": statistics.median(values), "p25": qs[0], "p75": qs[2], "min": min(values), "n": len(values)}
 
@@ -201,6 +199,9 @@ class Recorder:
         self._barrier()
 
     def _finish(self) -> None:
+        import gzip
+        import shutil
+
         files = []
         for p in self._paths():
             if not p.exists():
@@ -223,12 +224,17 @@ class Recorder:
         CPU (other processes' turns on its core, which the recorded operator durations hold too,
         and which no removal of the profiler's cost can tell from the trace: re-record such a run
         at a higher priority)."""
+        import statistics
+
         pairs = [(w, c) for w, c in zip(self.traced_s[1:], self.traced_cpu_s[1:]) if c > 0]
         if device != "cpu" or self.torch.get_num_threads() != 1 or not pairs:
             return {}
         return {"traced_preemption": statistics.median(w / c - 1.0 for w, c in pairs)}
 
     def manifest(self) -> dict[str, Any]:
+        import platform
+        import statistics
+
         torch = self.torch
         dev: dict[str, Any] = {"type": "cuda" if self.device.startswith("cuda") else "cpu"}
         if dev["type"] == "cuda":

@@ -117,10 +117,12 @@ def add_cli(app: typer.Typer, convert: Callable[..., Any]) -> None:
 
           chakra convert pytorch traces/ --workers 8 -o out/job
         """
-        from chakra.record.manifest import parse_step_time
+        step_ns = None
+        if step_time is not None:
+            from chakra.record.manifest import parse_step_time
 
-        with handle_errors():
-            step_ns = parse_step_time(step_time) if step_time is not None else None
+            with handle_errors():
+                step_ns = parse_step_time(step_time)
         options = {"gap_min_us": gap_min, "io": not no_io, "metadata_node": metadata_node,
                    "overhead": "keep" if profiled else "remove", "step_time_ns": step_ns}  # fmt: skip
         if _dask("pytorch", inputs, output, workers, scheduler, list(kineto or []), options, quiet, json_out):

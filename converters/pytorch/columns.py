@@ -35,12 +35,13 @@ class RankColumns:
     """Per node, in the order written: `ids`, `names`, `types`, `durations` (µs, current: the
     passes change them), `cpu` (`is_cpu_op`), `gap_of` (0 when absent), `data` and `ctrl` (the
     data and control dependencies as written), and `profiled` (the recorded duration of
-    a node marked as changed, else None); `inclusive` maps the rows of `ProfilerStep#k` nodes to
-    their `inclusive_dur`. `metadata` is the rank's GlobalMetadata."""
+    a node marked as changed, else None); `step_rows` are the rows of the `ProfilerStep#k` nodes,
+    and `inclusive` maps them to their `inclusive_dur`. `metadata` is the rank's GlobalMetadata."""
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []  # filled by NodeEncoder, one tuple per node (see `settle`)
         self.metadata: Optional[pb.GlobalMetadata] = None
+        self.step_rows: list[int] = []
         self.inclusive: dict[int, int] = {}
         self.ids: list[int] = []
         self.names: list[str] = []
@@ -58,8 +59,10 @@ class RankColumns:
         """The node about to be added is an op called `name` with this `inclusive_dur` (or none)."""
         from chakra.sim.steps import STEP_RE  # only for a step mark: the simulator is not imported otherwise
 
-        if inclusive and STEP_RE.match(name):
-            self.inclusive[len(self.rows)] = inclusive
+        if STEP_RE.match(name):
+            self.step_rows.append(len(self.rows))
+            if inclusive:
+                self.inclusive[len(self.rows)] = inclusive
 
     def settle(self) -> None:
         """The encoder's rows into columns (one C-level transpose)."""
@@ -83,7 +86,9 @@ class RankColumns:
             fields = list(map(_DUR_FIELD.__getitem__, durations))
         else:
             fields = [_DUR_FIELD[d] if 0 <= d < 16384 else NODE_DUR + varint(d) for d in durations]
-        marks = [b"" if p is None else _profiled_entry(p) for p in self.profiled]
+        # a small duration's entry from `_PROFILED`'s cache, without a call (every host node may be marked)
+        cached = _PROFILED
+        marks = [b"" if p is None else cached[p] if 0 <= p < 16384 else _profiled_entry(p) for p in self.profiled]
         return list(map(b"".join, zip(self._pre, fields, self._post, marks)))
 
     def write(self, path: str) -> None:

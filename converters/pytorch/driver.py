@@ -38,6 +38,7 @@ from chakra.files import pool_worker_init, remove_stale_temps, temp_path, write_
 from chakra.io import TraceWriter, adopt_output, check_output_path, output_set, rank_path
 from chakra.ranks import kineto_rank, rank_of_name, stated_rank
 from chakra.schema import NodeType, node_type_name, pb
+from chakra.sim.nogc import without_gc
 from chakra.trace import Trace, make_metadata
 
 
@@ -84,6 +85,7 @@ class RankInput:
     kineto_raw: Any = None
 
 
+@without_gc
 def convert_rank(
     et: Optional[ETFile],
     kf: Optional[KinetoFile],
@@ -105,13 +107,7 @@ def convert_rank(
     them all for nothing. `job` carries the job-wide placement of gloo collectives on process
     groups (see `GlooJob`); without it a rank's gloo threads are placed from its own trace.
     """
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        return _convert_rank(et, kf, rank, options or Options(), writer, release, job, columns)
-    finally:
-        if gc_was:
-            gc.enable()
+    return _convert_rank(et, kf, rank, options or Options(), writer, release, job, columns)
 
 
 def _convert_rank(
@@ -625,12 +621,7 @@ def convert_files(
         errors = [_name_output(r["error"], tmp_paths, finals) for r in results if "error" in r]
         if errors:
             raise ChakraError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
-        job_overhead(tmp_paths, results, [*et_paths, *kineto_paths], options, held)
-        for tmp, (trace, facts) in held.items():
-            if facts and facts[0].columns is not None:
-                facts[0].columns.write(tmp)
-            else:
-                _rewrite(tmp, trace)
+        _finish_ranks(tmp_paths, results, [*et_paths, *kineto_paths], options, held)
         groups: dict[str, list[int]] = {}
         for res in results:
             groups.update(res.get("process_groups") or {})
@@ -650,6 +641,25 @@ def convert_files(
         for tmp in tmp_paths:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+@without_gc
+def _finish_ranks(
+    paths: Sequence[str],
+    results: list[dict],
+    inputs: Sequence[Path],
+    options: Options,
+    held: dict[str, tuple[Trace, Any]],
+) -> None:
+    """`job_overhead`, then write the ranks still `held` in memory. The cyclic GC is paused, as in
+    `convert_rank`: the passes run over a rank's columns or nodes (hundreds of thousands of live
+    objects), which its sweeps would walk for nothing."""
+    job_overhead(paths, results, inputs, options, held)
+    for tmp, (trace, facts) in held.items():
+        if facts and facts[0].columns is not None:
+            facts[0].columns.write(tmp)
+        else:
+            _rewrite(tmp, trace)
 
 
 def _rewrite(path: Union[str, Path], trace: Trace) -> None:

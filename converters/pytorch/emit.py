@@ -185,8 +185,9 @@ class NodeEncoder:
                 node_type, tail = _op_attrs(op, ids, n_ids)
                 if cols is not None:
                     cpu, gap_of = op.kind == CPU, 0
-                    if name[:13] == "ProfilerStep#" and op.ts is not None and op.end is not None and op.end > op.ts:
-                        cols.add_step(name, (op.end + 500) // 1000 - (op.ts + 500) // 1000)
+                    if name[:13] == "ProfilerStep#":
+                        timed_step = op.ts is not None and op.end is not None and op.end > op.ts
+                        cols.add_step(name, (op.end + 500) // 1000 - (op.ts + 500) // 1000 if timed_step else None)
                 if with_io:
                     io = op.io
                     if io is None:

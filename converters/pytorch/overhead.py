@@ -32,14 +32,11 @@ import bisect
 import itertools
 import json
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from chakra.converters.pytorch.columns import RankColumns
 from chakra.converters.pytorch.emit import CPU_FALSE_ENTRY, CPU_TRUE_ENTRY, GAP_OF_PREFIX
@@ -47,6 +44,9 @@ from chakra.schema import NodeType, pb
 from chakra.schema.attrs import attr_value, get_attr, set_attr
 from chakra.sim.steps import OVERHEAD_ATTR, STEP_RE, overhead_record, recorded_steps_ns, step_time
 from chakra.trace import Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: When the trace has too few back-to-back operators to read the gap cost from: µs.
 DEFAULT_GAP_US = 5.0
@@ -160,8 +160,11 @@ class _Facts:
         """Set the durations of the nodes at `rows` (`nodes`: those nodes; None with columns)."""
         if self.columns is not None:
             current = self.columns.durations
-            for i, d in zip(rows, durations):
-                current[i] = d
+            if len(rows) == len(current):  # every node (rows ascend): one C-level copy
+                current[:] = durations
+            else:
+                for i, d in zip(rows, durations):
+                    current[i] = d
         else:
             assert nodes is not None
             for n, d in zip(nodes, durations):
@@ -231,8 +234,12 @@ class _Facts:
     def steps(self) -> list[tuple[int, int, int]]:
         """(k, id, position) of the `ProfilerStep#k` nodes, in step order (as `step_node_ids`)."""
         if self._steps is None:
-            match, ids = STEP_RE.match, self.ids
-            marks = [(int(n.rsplit("#", 1)[1]), ids[i], i) for i, n in enumerate(self.name_list) if match(n)]
+            match, ids, names = STEP_RE.match, self.ids, self.name_list
+            if self.columns is not None:  # the encoder noted them
+                rows: Any = self.columns.step_rows
+            else:
+                rows = [i for i, n in enumerate(names) if match(n)]
+            marks = [(int(names[i].rsplit("#", 1)[1]), ids[i], i) for i in rows]
             self._steps = sorted(marks, key=lambda m: (m[0], m[1]))
         return self._steps
 
@@ -268,10 +275,9 @@ class _Hosts:
         self.rows = facts.host_rows()
         self.nodes = [facts.nodes[i] for i in self.rows] if facts.nodes is not None else None
         self.events = _events(facts, self.rows)
-        self.events_at_least_1 = np.maximum(np.asarray(self.events, dtype=np.float64), 1.0)
         self.python = _python_level(facts, self.rows)
         names = facts.name_list
-        self.special = np.fromiter((names[i] in _HOST_SPECIAL for i in self.rows), dtype=bool, count=len(self.rows))
+        self.special = [names[i] in _HOST_SPECIAL for i in self.rows]
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
@@ -288,6 +294,12 @@ def node_facts(traces: Sequence[Trace], messages: Optional[Sequence[Sequence[byt
 def column_facts(columns: RankColumns) -> _Facts:
     """`node_facts` of one rank the converter recorded in columns (its Trace holds no nodes)."""
     return _Facts(None, columns=columns)
+
+
+def _at(values: list, rows: list[int]) -> list:
+    """`values` at the positions `rows` (ascending), as a new list: a C-level copy where the rows
+    are every position (a CPU trace's host nodes are all its nodes)."""
+    return list(values) if len(rows) == len(values) else [values[i] for i in rows]
 
 
 def _host_nodes(trace: Trace) -> list[Any]:
@@ -364,6 +376,13 @@ def _recorded(node: Any) -> int:
     """A node's recorded (profiled) duration, also after an earlier removal changed it."""
     d = get_attr(node, PROFILED_ATTR, None)
     return int(d) if d is not None else node.duration_micros
+
+
+def _median(values: list[float]) -> float:
+    """`statistics.median`, without importing `statistics` (its imports cost a conversion ~5 ms)."""
+    xs = sorted(values)
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
 
 
 def _middle_mean(values: list[int]) -> float:
@@ -543,15 +562,14 @@ class _Plan:
         self.facts = facts
         self.rows = [h.rows for h in hosts]
         self.nodes = [h.nodes for h in hosts]
-        self.recorded = [[f.recorded[i] for i in h.rows] for f, h in zip(facts, hosts)]
+        self.recorded = [_at(f.recorded, h.rows) for f, h in zip(facts, hosts)]
         # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
         self.kept = [[f.profiled[i] is not None for i in h.rows] for f, h in zip(facts, hosts)]
         self.events = [h.events for h in hosts]
-        # CAP_COSTS x the node's cost x its events, as floats (the same products as node by node)
-        self.cap = [
-            (np.where(h.special, CAP_COSTS * costs.gap_us, CAP_COSTS * costs.op_us) * h.events_at_least_1).tolist()
-            for h in hosts
-        ]
+        # a node loses at most CAP_COSTS x its cost (a gap's where `special`, else an op's) x its
+        # events (at least 1): `apply` computes these caps its own way (`vectors`, `_durations`)
+        self.special = [h.special for h in hosts]
+        self.gap_cap, self.op_cap = CAP_COSTS * costs.gap_us, CAP_COSTS * costs.op_us
         # Python time (a gap of a Python-level region, idle time on the main thread) is real work
         # the profiler does not slow down: such a node loses only the callbacks around it.
         self.python = [h.python for h in hosts]
@@ -566,20 +584,33 @@ class _Plan:
         self.unwritten: list[Any] = [None] * len(traces)
         self._row_arrays: Optional[list[np.ndarray]] = None
         self._last: Optional[tuple[tuple, list[list[int]], int]] = None  # apply's last (inputs, durations, removed)
-        # the same per-node inputs as arrays, for `apply`; a queue node's peer-busy time (NaN: none)
-        self._arrays = [
-            (np.asarray(rec, dtype=np.float64), np.asarray(ev, dtype=np.float64), np.asarray(cap, dtype=np.float64),
-             np.asarray(py, dtype=bool))
-            for rec, ev, cap, py in zip(self.recorded, self.events, self.cap, self.python)
-        ]  # fmt: skip
+        # a queue node's peer-busy time (NaN: none), per rank
+        nan = float("nan")
         self._busy = (
             [
-                np.array([self.peer_busy.get((r, n.id), np.nan) if n.name == "queue" else np.nan for n in nodes])
+                [self.peer_busy.get((r, n.id), nan) if n.name == "queue" else nan for n in nodes]
                 for r, nodes in enumerate(self.nodes)
             ]
             if self.peer_busy
             else None
         )
+        # the per-node inputs as arrays, made on the first `apply` that takes them (`vectors`)
+        self._arrays: Optional[list[tuple]] = None
+
+    def vectors(self) -> None:
+        """Let `apply` work on numpy arrays: worth their import (~0.1 s of CPU, which the replays'
+        `chakra.sim.pathreplay` pays anyway) where replays follow, a fit calling it again and
+        again; without them it runs once, node by node."""
+        if self._arrays is not None:
+            return
+        import numpy as np
+
+        self._arrays = []
+        for r, (rec, ev, special, py) in enumerate(zip(self.recorded, self.events, self.special, self.python)):
+            e = np.asarray(ev, dtype=np.float64)
+            cap = np.where(np.asarray(special, dtype=bool), self.gap_cap, self.op_cap) * np.maximum(e, 1.0)
+            busy = None if self._busy is None else np.asarray(self._busy[r], dtype=np.float64)
+            self._arrays.append((np.asarray(rec, dtype=np.float64), e, cap, np.asarray(py, dtype=bool), busy))
 
     def apply(self, base_us: Optional[float], write: bool = True) -> int:
         """Each host node keeps max(min(recorded, base_us x its events), recorded - cap), a Python
@@ -603,15 +634,10 @@ class _Plan:
             return self._last[2]
         computed = []
         for r, (nodes, rec) in enumerate(zip(self.nodes, self.recorded)):
-            d, e, c, py = self._arrays[r]
-            exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
-            if self.work != 1.0:
-                exacts *= self.work
-            if self._busy is not None:
-                # a wait longer than the peer's kernels in it keeps `idle_share` of the rest
-                busy = self._busy[r]
-                exacts = np.where(exacts > busy, busy + self.idle_share * (exacts - busy), exacts)
-            new_all = _carried_rounding(exacts)
+            if self._arrays is not None:
+                new_all = self._vector_durations(r, base_us, py_cost)
+            else:
+                new_all = self._durations(r, base_us, py_cost)
             if write:
                 self.facts[r].write(self.rows[r], nodes, new_all)
             else:
@@ -621,8 +647,38 @@ class _Plan:
         self._last = (key, computed, removed)
         return removed
 
+    def _vector_durations(self, r: int, base_us: float, py_cost: float) -> list[int]:
+        """Rank r's host durations at `base_us` (`apply`), over numpy arrays (`vectors`)."""
+        import numpy as np
+
+        d, e, c, py, busy = self._arrays[r]  # type: ignore[index]
+        exacts = np.where(py, np.maximum(0.0, d - py_cost), np.maximum(np.minimum(d, base_us * e), d - c))
+        if self.work != 1.0:
+            exacts *= self.work
+        if busy is not None:
+            # a wait longer than the peer's kernels in it keeps `idle_share` of the rest
+            exacts = np.where(exacts > busy, busy + self.idle_share * (exacts - busy), exacts)
+        return _carried_rounding(exacts)
+
+    def _durations(self, r: int, base_us: float, py_cost: float) -> list[int]:
+        """`_vector_durations` node by node: the same float operations in the same order."""
+        work, share, gap_cap, op_cap = self.work, self.idle_share, self.gap_cap, self.op_cap
+        exacts = [
+            max(0.0, float(d) - py_cost)
+            if p
+            else max(min(float(d), base_us * e), float(d) - (gap_cap if s else op_cap) * (e if e > 1 else 1.0))
+            for d, e, s, p in zip(self.recorded[r], self.events[r], self.special[r], self.python[r])
+        ]
+        if work != 1.0:
+            exacts = [x * work for x in exacts]
+        if self._busy is not None:
+            exacts = [b + share * (x - b) if x > b else x for x, b in zip(exacts, self._busy[r])]
+        return _round_carried(exacts)
+
     def overrides(self) -> dict[int, tuple[Any, Any]]:
         """rank -> (host node positions, their durations) of the last `apply(..., write=False)`."""
+        import numpy as np
+
         if self._row_arrays is None:  # the replay indexes its durations with them, once per trial
             self._row_arrays = [np.asarray(rows, dtype=np.int64) for rows in self.rows]
         out = {}
@@ -638,7 +694,7 @@ class _Plan:
             zip(self.nodes, self.recorded, self.kept, self.facts, self.rows)
         ):
             now = f.columns.durations if f.columns is not None else None
-            current = [now[i] for i in rows] if now is not None else [n.duration_micros for n in nodes]
+            current = _at(now, rows) if now is not None else [n.duration_micros for n in nodes]
             other = also[r] if also is not None else current
             for j, (d, k, c, o) in enumerate(zip(rec, kept, current, other)):
                 if k or (c == d and o == d):
@@ -653,21 +709,29 @@ class _Plan:
                 f.profiled[i] = int(d)  # with columns, they write the attribute (columns.py)
 
 
-def _carried_rounding(exacts: np.ndarray) -> list[int]:
+def _round_carried(exacts: list[float]) -> list[int]:
     """Each value rounded with the previous ones' rounding error carried into it (so sums along
-    a thread stay exact). A value of 0 leaves the carry as it is and rounds to 0 (the carry is
-    at most 0.5, and round() takes halves to even), so where most values are 0 (the fit at its
-    floor) the loop runs over the others only, with the same results."""
-    nonzero = np.flatnonzero(exacts)  # NaN counts as nonzero: it goes through the loop as before
-    sparse = len(nonzero) * 2 < len(exacts)
+    a thread stay exact)."""
     carry = 0.0
     out = []
     add = out.append
-    for exact in (exacts[nonzero] if sparse else exacts).tolist():
+    for exact in exacts:
         exact += carry
         new = round(exact)
         carry = exact - new
         add(new)
+    return out
+
+
+def _carried_rounding(exacts: np.ndarray) -> list[int]:
+    """`_round_carried` of an array. A value of 0 leaves the carry as it is and rounds to 0 (the
+    carry is at most 0.5, and round() takes halves to even), so where most values are 0 (the fit
+    at its floor) the loop runs over the others only, with the same results."""
+    import numpy as np
+
+    nonzero = np.flatnonzero(exacts)  # NaN counts as nonzero: it goes through the loop as before
+    sparse = len(nonzero) * 2 < len(exacts)
+    out = _round_carried((exacts[nonzero] if sparse else exacts).tolist())
     if not sparse:
         return out
     full = np.zeros(len(exacts), dtype=np.int64)
@@ -875,6 +939,8 @@ def remove_overhead(
             if facts:
                 facts[0].costs = (tuple(facts), costs)
     plan = _Plan(traces, costs, facts)
+    if measured_step_ns is not None or replay:
+        plan.vectors()  # replays to come: `apply` runs for each
     replayer = _Replayer(traces, facts)
     waits = CollectiveWaits(traces, replayer) if len(traces) > 1 else None
 
@@ -896,7 +962,7 @@ def remove_overhead(
     rep = OverheadReport("estimated", default_base, costs.gap_us, costs.op_us, host_nodes=sum(map(len, plan.rows)))
     rep.notes.extend(notes)  # the caller's: what the measured step's source says against itself
     profiled = facts[0].recorded_steps_ns() if facts else []
-    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    rep.profiled_step_ns = _median(profiled) if profiled else 0.0
     rep.host_recorded_us = sum(map(sum, plan.recorded))
     estimated = None
     if estimate_marks:
@@ -1034,7 +1100,7 @@ def keep_recorded(traces: Sequence[Trace], replay: bool = False) -> OverheadRepo
     rep = OverheadReport("kept", float("inf"), costs.gap_us, costs.op_us, host_nodes=sum(map(len, nodes)))
     rep.host_recorded_us = sum(n.duration_micros for ns in nodes for n in ns)
     profiled = [s for t in traces[:1] for s in recorded_steps_ns(t)]
-    rep.profiled_step_ns = statistics.median(profiled) if profiled else 0.0
+    rep.profiled_step_ns = _median(profiled) if profiled else 0.0
     if replay:
         rep.replay_profiled_ns = rep.predicted_step_ns = simulated_step_ns(traces)
     for t in traces:
