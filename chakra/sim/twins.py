@@ -89,11 +89,11 @@ class _Layout:
     """A serialized Node split where its attributes begin: protobuf encoders write fields in
     number order, and `attr` (10) is the last one."""
 
-    __slots__ = ("head", "attrs", "names", "node")
+    __slots__ = ("head", "fields", "names", "node")
 
-    def __init__(self, head: bytes, attrs: list[bytes], names: list[str], node: Any) -> None:
+    def __init__(self, head: bytes, fields: list[bytes], names: list[str], node: Any) -> None:
         self.head = head  # every field before the first attribute, as bytes
-        self.attrs = attrs  # each AttributeProto's bytes
+        self.fields = fields  # each attribute field as on the wire: tag, length, AttributeProto
         self.names = names
         self.node = node  # decoded (names the node in errors)
 
@@ -101,7 +101,7 @@ class _Layout:
 def _layout(framed: bytes) -> Optional[_Layout]:
     payload = framed[_prefix_size(framed) :]
     start = _first_attr(payload)
-    attrs = None if start is None else _attr_fields(payload, start)
+    attrs = None if start is None else _attr_fields(payload, start, whole=True)
     if attrs is None:
         return None
     try:
@@ -148,23 +148,33 @@ def _first_attr(payload: bytes) -> Optional[int]:
     return pos
 
 
-def _attr_fields(payload: bytes, pos: int) -> Optional[list[bytes]]:
+def _attr_fields(payload: bytes, pos: int, whole: bool = False) -> Optional[list[bytes]]:
     """The AttributeProto bytes from `pos` to the end of a Node's bytes (with or without its
-    length prefix before); None when anything else is there."""
+    length prefix before), each with its tag and length where `whole`; None when anything else is
+    there."""
     out = []
     end = len(payload)
     while pos < end:
-        if payload[pos] != _ATTR_TAG or pos + 1 == end:
+        q, at = _attr_field(payload, pos, end)
+        if q < 0:
             return None
-        length = payload[pos + 1]
-        q = pos + 2
-        if length >= 0x80:  # attributes of 128 bytes or more (a long list)
-            length, q = _peek_length(payload, pos + 1)
-        pos = q + length
-        if length < 0 or pos > end:
-            return None
-        out.append(payload[q:pos])
+        out.append(payload[pos if whole else q : at])
+        pos = at
     return out
+
+
+def _attr_field(payload: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(where its AttributeProto starts, where it ends) of the attribute field at `pos`; (-1, -1)
+    when there is none there."""
+    if pos + 1 >= end or payload[pos] != _ATTR_TAG:
+        return -1, -1
+    length = payload[pos + 1]
+    q = pos + 2
+    if length >= 0x80:  # attributes of 128 bytes or more (a long list)
+        length, q = _peek_length(payload, pos + 1)
+    if length < 0 or q + length > end:
+        return -1, -1
+    return q, q + length
 
 
 class _Template:
@@ -233,16 +243,20 @@ class Twins:
         start = 1 if framed[0] < 0x80 else _prefix_size(framed)  # the length prefix
         if not framed.startswith(layout.head, start):
             return None
-        attrs = _attr_fields(framed, start + len(layout.head))
-        if attrs is None or len(attrs) != len(layout.attrs):
-            return None
+        # The template's attribute fields in turn: one the twin repeats at the same place (tag,
+        # length and bytes) is the same attribute; only the others are cut out and read.
+        at = start + len(layout.head)
+        end = len(framed)
         found = dict(base_found)
         values = self.attr_values
-        for mine, theirs, name in zip(attrs, layout.attrs, layout.names):
-            if mine == theirs:
+        for field, name in zip(layout.fields, layout.names):
+            if framed.startswith(field, at):
+                at += len(field)
                 continue
-            if name not in MAY_DIFFER:
+            q, at = _attr_field(framed, at, end)
+            if q < 0 or name not in MAY_DIFFER:
                 return None
+            mine = framed[q:at]
             got = values.get(mine, _UNSEEN)
             if got is _UNSEEN:
                 got = _named_value(mine)
@@ -254,7 +268,7 @@ class Twins:
             if got is None or got[0] != name:
                 return None
             found[name] = got[1]
-        return found
+        return found if at == end else None  # more attributes than the template's, or other fields
 
     def derive(self, rank: int, path: Path, framed: list[bytes]) -> Optional[RankEngine]:
         """The engine of `rank` from the closest template, or None (compile the file itself)."""
