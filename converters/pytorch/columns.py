@@ -18,7 +18,7 @@ import contextlib
 import os
 from typing import Any, Optional
 
-from chakra.converters.pytorch.wire import _SMALL, NODE_ATTR, NODE_DUR, AttrEncoder, length_delimited, varint
+from chakra.converters.pytorch.wire import DUR_FIELDS, NODE_ATTR, NODE_DUR, AttrEncoder, length_delimited, varint
 from chakra.files import temp_path
 from chakra.schema import pb
 from chakra.schema.attrs import set_attr
@@ -28,7 +28,7 @@ PROFILED_ATTR = "profiled_dur_us"
 _PROFILED = AttrEncoder(PROFILED_ATTR, "int64_val")
 _INT64_MAX = (1 << 63) - 1
 #: the framed duration field of 0 .. 16383 µs (none for 0)
-_DUR_FIELD = [b""] + [NODE_DUR + v for v in _SMALL[1:]]
+_DUR_FIELD = [b"", *DUR_FIELDS[1:]]
 
 
 class RankColumns:
@@ -39,7 +39,6 @@ class RankColumns:
     and `inclusive` maps them to their `inclusive_dur`. `metadata` is the rank's GlobalMetadata."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple] = []  # filled by NodeEncoder, one tuple per node (see `settle`)
         self.metadata: Optional[pb.GlobalMetadata] = None
         self.step_rows: list[int] = []
         self.inclusive: dict[int, int] = {}
@@ -60,20 +59,20 @@ class RankColumns:
         from chakra.sim.steps import STEP_RE  # only for a step mark: the simulator is not imported otherwise
 
         if STEP_RE.match(name):
-            self.step_rows.append(len(self.rows))
+            self.step_rows.append(len(self.ids))
             if inclusive:
-                self.inclusive[len(self.rows)] = inclusive
+                self.inclusive[len(self.ids)] = inclusive
+
+    def appenders(self) -> tuple:
+        """The `append` of every per-node column, in the order `NodeEncoder` fills them: ids,
+        names, types, durations, cpu, gap_of, ctrl, data, the bytes before the duration and those
+        after it (one append each per node: no row tuple to make and transpose afterwards)."""
+        return (self.ids.append, self.names.append, self.types.append, self.durations.append,
+                self.cpu.append, self.gap_of.append, self.ctrl.append, self.data.append, self._pre.append,
+                self._post.append)  # fmt: skip
 
     def settle(self) -> None:
-        """The encoder's rows into columns (one C-level transpose)."""
-        if self.rows:
-            cols = list(zip(*self.rows))
-            self.rows = []
-            ids, names, types, durs, cpu, gap_of, ctrl, data, pre, post = cols
-            self.ids, self.names, self.types = list(ids), list(names), list(types)
-            self.durations, self.cpu, self.gap_of = list(durs), list(cpu), list(gap_of)
-            self.data, self.ctrl = list(data), list(ctrl)
-            self._pre, self._post = list(pre), list(post)
+        """Every node is in: no node is marked yet."""
         self.profiled = [None] * len(self.ids)
 
     def __len__(self) -> int:
@@ -86,9 +85,12 @@ class RankColumns:
             fields = list(map(_DUR_FIELD.__getitem__, durations))
         else:
             fields = [_DUR_FIELD[d] if 0 <= d < 16384 else NODE_DUR + varint(d) for d in durations]
-        # a small duration's entry from `_PROFILED`'s cache, without a call (every host node may be marked)
-        cached = _PROFILED
-        marks = [b"" if p is None else cached[p] if 0 <= p < 16384 else _profiled_entry(p) for p in self.profiled]
+        # every host node may be marked, with few distinct durations: each distinct one is framed
+        # once, and the entries are looked up in one C-level pass
+        profiled = self.profiled
+        entry = {p: _profiled_entry(p) for p in set(profiled) if p is not None}
+        entry[None] = b""
+        marks = list(map(entry.__getitem__, profiled))
         return list(map(b"".join, zip(self._pre, fields, self._post, marks)))
 
     def write(self, path: str) -> None:

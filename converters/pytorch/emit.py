@@ -19,6 +19,7 @@ from chakra.converters.pytorch.ops import COMM, CPU, META, Op
 from chakra.converters.pytorch.wire import (
     _LOW14,
     _SMALL,
+    DUR_FIELDS,
     NODE_ATTR,
     NODE_CTRL,
     NODE_DATA,
@@ -34,6 +35,7 @@ from chakra.converters.pytorch.wire import (
     io_info,
     length_delimited,
     packed,
+    prefixed,
     varint,
     varint_table,
 )
@@ -64,6 +66,25 @@ def io_field(tag: bytes, io: Optional[tuple]) -> bytes:
         body = b"".join((b"\x0a", _SMALL[a], values, b"\x12", _SMALL[b], shapes, b"\x1a", _SMALL[c], types))
         return tag + _SMALL[len(body)] + body
     return length_delimited(tag, io_info(values, shapes, types))
+
+
+def io_fields(ins: Optional[tuple], outs: Optional[tuple]) -> bytes:
+    """`io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)` in one call (the loader's, per ET
+    op): the usual node (both parts, each under 16 KiB of text) is framed in one join."""
+    if ins is None or outs is None:
+        return io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
+    a, b, c = _dumps(ins[0]), _dumps(ins[1]), _dumps(ins[2])
+    d, e, f = _dumps(outs[0]), _dumps(outs[1]), _dumps(outs[2])
+    la, lb, lc, ld, le, lf = len(a), len(b), len(c), len(d), len(e), len(f)
+    if la + lb + lc < 16000 and ld + le + lf < 16000:
+        # each IOInfo body: three tags, three lengths (one byte below 128, else two), three texts
+        n_in = la + lb + lc + 6 + (la > 127) + (lb > 127) + (lc > 127)
+        n_out = ld + le + lf + 6 + (ld > 127) + (le > 127) + (lf > 127)
+        small = _SMALL
+        return b"".join((NODE_INPUTS, small[n_in], b"\x0a", small[la], a, b"\x12", small[lb], b, b"\x1a", small[lc], c,
+                         NODE_OUTPUTS, small[n_out], b"\x0a", small[ld], d, b"\x12", small[le], e, b"\x1a", small[lf],
+                         f))  # fmt: skip
+    return io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
 
 
 def _attr(name: str, arm: str) -> AttrEncoder:
@@ -113,8 +134,8 @@ _GAP_TAILS = [_CPU_TRUE + head for head in _GAP_OF.heads]
 _QUEUE_TAILS = [_CPU_TRUE + head for head in _QUEUE_OF.heads]
 _GPU_QUEUE_TAILS = [_CPU_FALSE + head for head in _QUEUE_OF.heads]
 _CTRL_HEADS = [NODE_CTRL + _SMALL[k] for k in range(11)]
-_START_LOW14 = [NODE_START + low for low in _LOW14]
-_DUR_SMALL = [NODE_DUR + v for v in _SMALL]
+_START_LOW14 = prefixed(NODE_START, _LOW14)
+_DUR_SMALL = DUR_FIELDS
 
 
 class NodeEncoder:
@@ -155,8 +176,10 @@ class NodeEncoder:
         with_io = self.with_io
         t_lo, t_hi = self._t_lo, self.t_hi
         cols = self.columns
-        if cols is not None:  # rows for the columns instead of messages (see RankColumns)
-            emit = cols.rows.append
+        if cols is not None:  # the columns instead of messages (see RankColumns)
+            add_id, add_name, add_type, add_dur, add_cpu, add_gap_of, add_ctrl, add_data, add_pre, add_post = (
+                cols.appenders()
+            )
         cpu, gap_of = True, 0
         for it in items:
             op = it.op
@@ -177,7 +200,16 @@ class NodeEncoder:
                 if cols is None:
                     emit(meta)
                 else:
-                    emit((it.id, op.name, _META, 0, True, 0, (), (), meta, b""))
+                    add_id(it.id)
+                    add_name(op.name)
+                    add_type(_META)
+                    add_dur(0)
+                    add_cpu(True)
+                    add_gap_of(0)
+                    add_ctrl(())
+                    add_data(())
+                    add_pre(meta)
+                    add_post(b"")
                 t_lo, t_hi = self._t_lo, self.t_hi
                 continue
             else:
@@ -247,9 +279,17 @@ class NodeEncoder:
             if cols is None:
                 emit(head + tail)
             else:
+                add_id(node_id)
+                add_name(name)
+                add_type(node_type)
+                add_dur(dur_us)
+                add_cpu(cpu)
+                add_gap_of(gap_of)
+                add_ctrl(ctrl)
                 # the data dependencies as written (and read back): the first of each id, in order
-                data = data if len(data) < 2 else list(dict.fromkeys(data))
-                emit((node_id, name, node_type, dur_us, cpu, gap_of, ctrl, data, head, tail))
+                add_data(data if len(data) < 2 else list(dict.fromkeys(data)))
+                add_pre(head)
+                add_post(tail)
         self._t_lo, self.t_hi = t_lo, t_hi
         return out
 
@@ -400,4 +440,4 @@ class CycleError(Exception):
         self.ids = ids
 
 
-__all__ = ["NodeEncoder", "io_field", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]
+__all__ = ["NodeEncoder", "io_field", "io_fields", "ordered", "CycleError", "GAP", "IDLE", "QUEUE"]

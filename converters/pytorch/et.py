@@ -23,10 +23,9 @@ import orjson
 
 from chakra.compression import gunzip_bytes
 from chakra.converters.jsonchunks import drain, parse_json, split_document
-from chakra.converters.pytorch.emit import io_field
+from chakra.converters.pytorch.emit import io_fields
 from chakra.converters.pytorch.ops import CPU, META, PG_INIT_MARK, ROOT_NAMES, Op
 from chakra.converters.pytorch.roofline import MODELLED, fill_roofline
-from chakra.converters.pytorch.wire import NODE_INPUTS, NODE_OUTPUTS
 from chakra.errors import TraceFormatError, excerpt
 from chakra.io import input_file_errors
 
@@ -220,7 +219,7 @@ def _finish(op: Op, ins: Optional[tuple], outs: Optional[tuple], keep_io: bool) 
     if roles & _ROOFLINE:
         fill_roofline(op)
     if keep_io:
-        op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
+        op.io = io_fields(ins, outs)
     if roles & _KEEP:
         _check_io(ins)
         _check_io(outs)
@@ -383,12 +382,6 @@ class _NodeIO(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     types: Any = msgspec.UNSET
     strides: msgspec.Raw = msgspec.UNSET  # kept as text, never decoded: not used
 
-    def parsed(self) -> Optional[tuple]:
-        """(values, shapes, types) as `_nested_op` reads them from a dict (None for `{}`)."""
-        if self.values is _UNSET and self.shapes is _UNSET and self.types is _UNSET and self.strides is _UNSET:
-            return None
-        return (self.values or [], self.shapes or [], self.types or [])
-
 
 _ID = Annotated[int, msgspec.Meta(ge=0, le=_MAX_ID - 1)]
 
@@ -413,7 +406,12 @@ _DECODE_NODE = msgspec.json.Decoder(_NodeRecord).decode
 
 
 def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
-    """`_nested_op` for a typed record (same result as for the same node as a dict)."""
+    """`_nested_op` for a typed record (same result as for the same node as a dict).
+
+    This runs for every node of a big trace, so the usual case is inlined: `_set_known` where
+    every attribute has its usual type and range, and each `inputs`/`outputs` record read as
+    (values, shapes, types) as `_nested_op` reads them from a dict (None for `{}`: every field unset;
+    msgspec.UNSET is falsy, so `or []` covers an absent list as it covers a null one)."""
     parent = node.ctrl_deps
     if isinstance(parent, list):
         parent = parent[0] if parent else 0
@@ -426,16 +424,37 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
         if tuple(map(_ATTR_NAME, attrs)) == _USUAL_ATTRS:
             rf_id, fw_parent, seq_id, scope, tid, fw_tid, op_schema, backend, file, t_range = map(_ATTR_VALUE, attrs)
             if backend == "" and file == "" and t_range == "":
-                _set_known(op, rf_id, tid, seq_id, scope, fw_parent, fw_tid, op_schema)
+                if (
+                    type(rf_id) is int and type(tid) is int and type(seq_id) is int and type(scope) is int
+                    and type(fw_parent) is int and type(fw_tid) is int and type(op_schema) is str
+                    and 0 <= rf_id < _MAX_ID and 0 <= tid < _MAX_ID and -1 <= seq_id < _MAX_ID
+                    and 0 <= scope < _MAX_ID and 0 <= fw_parent < _MAX_ID and 0 <= fw_tid < _MAX_ID
+                ):  # fmt: skip
+                    op.rf_id, op.tid, op.seq_id, op.scope = rf_id, tid, seq_id, scope
+                    op.fw_parent, op.fw_tid, op.op_schema = fw_parent, fw_tid, op_schema
+                else:  # absent (null) values, or a value to refuse
+                    _set_known(op, rf_id, tid, seq_id, scope, fw_parent, fw_tid, op_schema)
             else:
                 _set_attrs(op, {a.name: a.value for a in attrs})
         else:
             _set_attrs(op, {a.name: a.value for a in attrs})
     i = node.inputs
+    if i is None:
+        ins = None
+    else:
+        ins = (i.values or [], i.shapes or [], i.types or [])
+        if not (ins[0] or ins[1] or ins[2]) and i.values is _UNSET and i.shapes is _UNSET and i.types is _UNSET \
+                and i.strides is _UNSET:  # fmt: skip
+            ins = None
     o = node.outputs
-    ins = i.parsed() if i is not None else None
-    outs = o.parsed() if o is not None else None
-    # `_finish`, inlined (this runs for every node of a big trace)
+    if o is None:
+        outs = None
+    else:
+        outs = (o.values or [], o.shapes or [], o.types or [])
+        if not (outs[0] or outs[1] or outs[2]) and o.values is _UNSET and o.shapes is _UNSET and o.types is _UNSET \
+                and o.strides is _UNSET:  # fmt: skip
+            outs = None
+    # `_finish`, inlined
     roles = _ROLES.get(name)
     if roles is None:
         roles = _roles(name)
@@ -443,7 +462,7 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
         op.inputs, op.outputs = ins, outs
         fill_roofline(op)
     if keep_io:
-        op.io = io_field(NODE_INPUTS, ins) + io_field(NODE_OUTPUTS, outs)
+        op.io = io_fields(ins, outs)
     if roles & _KEEP:
         _check_io(ins)
         _check_io(outs)

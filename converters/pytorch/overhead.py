@@ -70,7 +70,7 @@ _COLL = int(NodeType.COMM_COLL_NODE)
 #: Relaxation rounds of the cross-rank waits (CollectiveWaits.settle); each is one replay.
 WAIT_ROUNDS = 8
 _BACKWARD = re.compile(r"Backward\d*$")
-_HOST_SPECIAL = ("gap", "idle", "queue")
+_HOST_SPECIAL = frozenset(("gap", "idle", "queue"))
 
 
 @dataclass
@@ -123,7 +123,11 @@ class _Facts:
             self.cpu, self.gap_of, self.profiled = columns.cpu, columns.gap_of, columns.profiled
             self.ids, self.name_list, self.types = columns.ids, columns.names, columns.types
             # as recorded (the passes change the columns' durations, keeping the recorded one where marked)
-            self.recorded = [d if p is None else p for d, p in zip(columns.durations, columns.profiled)]
+            profiled = columns.profiled
+            if profiled.count(None) == len(profiled):  # none marked yet (the usual case): one C-level copy
+                self.recorded = list(columns.durations)
+            else:
+                self.recorded = [d if p is None else p for d, p in zip(columns.durations, profiled)]
         else:
             assert trace is not None
             self._read(trace, messages)
@@ -229,7 +233,12 @@ class _Facts:
         """Positions of the nodes whose recorded time holds profiler cost (module docstring)."""
         cpu = self.cpu
         names = self.name_list
-        return [i for i, t in enumerate(self.types) if t == _COMP and not (cpu[i] is False and names[i] != "queue")]
+        types = self.types
+        if False not in cpu:  # no device node (a CPU-only trace): the COMP nodes, found in C where all are
+            return list(range(len(types))) if types.count(_COMP) == len(types) else [
+                i for i, t in enumerate(types) if t == _COMP
+            ]  # fmt: skip
+        return [i for i, t in enumerate(types) if t == _COMP and not (cpu[i] is False and names[i] != "queue")]
 
     def steps(self) -> list[tuple[int, int, int]]:
         """(k, id, position) of the `ProfilerStep#k` nodes, in step order (as `step_node_ids`)."""
@@ -277,7 +286,7 @@ class _Hosts:
         self.events = _events(facts, self.rows)
         self.python = _python_level(facts, self.rows)
         names = facts.name_list
-        self.special = [names[i] in _HOST_SPECIAL for i in self.rows]
+        self.special = list(map(_HOST_SPECIAL.__contains__, _at(names, self.rows)))  # C-level passes
 
 
 _SCANNED = {"is_cpu_op": 1, "gap_of": 2, PROFILED_ATTR: 4}
@@ -376,6 +385,11 @@ def _recorded(node: Any) -> int:
     """A node's recorded (profiled) duration, also after an earlier removal changed it."""
     d = get_attr(node, PROFILED_ATTR, None)
     return int(d) if d is not None else node.duration_micros
+
+
+def _longest(durations: list[list[int]]) -> int:
+    """The longest duration of every rank's lists (1 when there is none)."""
+    return max((max(d) for d in durations if d), default=1)
 
 
 def _median(values: list[float]) -> float:
@@ -564,7 +578,12 @@ class _Plan:
         self.nodes = [h.nodes for h in hosts]
         self.recorded = [_at(f.recorded, h.rows) for f, h in zip(facts, hosts)]
         # whether each host node already keeps its recorded time in PROFILED_ATTR (mark)
-        self.kept = [[f.profiled[i] is not None for i in h.rows] for f, h in zip(facts, hosts)]
+        self.kept = [
+            [False] * len(h.rows)
+            if f.profiled.count(None) == len(f.profiled)
+            else [f.profiled[i] is not None for i in h.rows]
+            for f, h in zip(facts, hosts)
+        ]
         self.events = [h.events for h in hosts]
         # a node loses at most CAP_COSTS x its cost (a gap's where `special`, else an op's) x its
         # events (at least 1): `apply` computes these caps its own way (`vectors`, `_durations`)
@@ -977,7 +996,7 @@ def remove_overhead(
     if measured_step_ns is not None:
         rep.mode, rep.measured_step_ns, rep.measured_source = "measured", float(measured_step_ns), measured_source
         target = float(measured_step_ns)
-        lo, hi = 0.0, max(1.0, max((d for rec in plan.recorded for d in rec), default=1))
+        lo, hi = 0.0, max(1.0, _longest(plan.recorded))
         at_default = trial(default_base)
         fitted_idle = False
         if plan.peer_busy and at_default > (1 + AGREE) * target:
@@ -1023,7 +1042,7 @@ def remove_overhead(
             rep.base_us = 0.0
             lo_py, hi_py = (
                 plan.python_cost,
-                max(plan.python_cost, max((d for r in plan.recorded for d in r), default=1)),
+                max(plan.python_cost, _longest(plan.recorded)),
             )
             plan.python_cost = hi_py
             lowest = trial(0.0)
