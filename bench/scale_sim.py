@@ -33,6 +33,13 @@ on each case and prints the medians (a single run of either can be 30% off on a 
 
     .venv/bin/python bench/scale_sim.py [--ranks 64,256,1024] [--shapes dp,3d,distinct] [--timeout 600]
         [--astra-max 1024] [--no-astra-sim] [--command] [--repeat 1] [--cache DIR] [--json]
+
+`--growth 1024,4096` instead times how the whole command grows with the ranks: the distinct shape
+synthesized to each count and not exported (exporting 4,096 ranks needs more memory than a 23 GiB
+machine has), beside the configs `chakra export astra-sim --backend unaware` writes for it; the
+command runs at the first count, the last, and the first again (the machine's drift shows), and
+the ratio is the last count's CPU over the first's median. Both counts' answers are printed; the
+ASTRA-sim checks report the kernels the export would have fixed (`cpu-compute`) on stderr.
 """
 
 from __future__ import annotations
@@ -75,13 +82,19 @@ def chakra_cmd(*args: str) -> None:
     subprocess.run([str(chakra), *args, "-q"], check=True, stdout=subprocess.DEVNULL)
 
 
-def write_distinct(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
-    """The recorded DDP run, synthesized to n ranks and exported for ASTRA-sim (kept in `cache`)."""
+def converted_ddp8(cache: Path) -> Path:
+    """The recorded 8-rank DDP run converted (kept in `cache`): its PREFIX."""
     real = cache / "ddp8" / "t"
     if not Path(f"{real}.7.et").exists():
         real.parent.mkdir(parents=True, exist_ok=True)
         kineto = [x for r in range(8) for x in ("-k", str(DDP8 / f"kineto.{r}.json.gz"))]
         chakra_cmd("convert", "pytorch", *(str(DDP8 / f"et.{r}.json.gz") for r in range(8)), *kineto, "-o", str(real))
+    return real
+
+
+def write_distinct(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
+    """The recorded DDP run, synthesized to n ranks and exported for ASTRA-sim (kept in `cache`)."""
+    real = converted_ddp8(cache)
     folder = cache / f"distinct{n}"
     prefix = folder / "a"
     done = folder / "done"
@@ -94,6 +107,44 @@ def write_distinct(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
             f.unlink()
         done.write_text("")
     return prefix, *(Path(f"{prefix}.{x}") for x in ("network.yml", "system.json", "memory.json"))  # type: ignore[return-value]
+
+
+def write_synthesized(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
+    """The recorded DDP run synthesized to n ranks, not exported, with the configs the export would
+    write beside it (kept in `cache`): (PREFIX, network, system, memory)."""
+    from chakra.export.configs import write_configs
+
+    folder = cache / f"synth{n}"
+    prefix = folder / "s"
+    done = folder / "done"
+    if not done.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        print(f"synthesizing {n} distinct ranks (kept in {folder})", file=sys.stderr, flush=True)
+        chakra_cmd("synthesize", str(converted_ddp8(cache)), "--ranks", str(n), "-o", str(prefix))
+        write_configs(folder / "config", n, backend="unaware")
+        done.write_text("")
+    return prefix, *(folder / f"config.{x}" for x in ("network.yml", "system.json", "memory.json"))  # type: ignore[return-value]
+
+
+def growth(cache: Path, counts: list[int], timeout: float, as_json: bool) -> None:
+    """The whole command at the first count, the last and the first again; the CPU ratio."""
+    small, big = counts[0], counts[-1]
+    cases = {n: write_synthesized(cache, n) for n in (small, big)}
+    runs = [(n, run_command(cases[n], timeout)) for n in (small, big, small)]
+    for n, got in runs:
+        if "error" in got:
+            raise SystemExit(f"{n} ranks: {got['error']}")
+        row = {"ranks": n, "cpu_s": got["cpu"], "wall_s": got["wall"], "rss_mib": got["rss_mib"],
+               "finish_ns": max(got["finish"].values())}  # fmt: skip
+        print(json.dumps(row) if as_json else
+              f"{n:6d} ranks | command {got['cpu']:8.2f} s cpu {got['wall']:8.2f} s {got['rss_mib']:7.0f} MiB | "
+              f"finish {row['finish_ns']:,} ns", flush=True)  # fmt: skip
+    if runs[0][1]["finish"] != runs[2][1]["finish"]:
+        raise SystemExit(f"{small} ranks: the two runs differ")
+    first = statistics.median([runs[0][1]["cpu"], runs[2][1]["cpu"]])
+    ratio = runs[1][1]["cpu"] / first
+    print(json.dumps({"growth": ratio, "ranks": [small, big]}) if as_json else
+          f"{small} -> {big} ranks ({big / small:.0f}x): the command's CPU grows {ratio:.2f}x", flush=True)  # fmt: skip
 
 
 def shape_args(shape: str, n: int) -> tuple[list[str], list[str], list[int]]:
@@ -240,7 +291,16 @@ def main() -> None:
                     help="runs of each simulator per case, in turn; medians are printed (ASTRA-sim is not "
                          "run again after a timeout)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="one JSON object per case on stdout")
+    ap.add_argument("--growth", metavar="A,B",
+                    help="only time the whole command on A and B synthesized distinct ranks (not exported) and "
+                         "print how its CPU grows (see above)")  # fmt: skip
     args = ap.parse_args()
+    if args.growth:
+        with_bytecode(args.cache / "pycache")
+        print(f"load average before: {load()} (cores: {os.cpu_count()})", file=sys.stderr, flush=True)
+        growth(args.cache, [int(x) for x in args.growth.split(",")], args.timeout, args.json)
+        print(f"load average after: {load()}", file=sys.stderr)
+        return
     bindir = None if args.no_astra_sim else find_binaries()
     if bindir is None and not args.no_astra_sim:
         print("ASTRA-sim binaries not found ($ASTRA_SIM_BIN): ours only", file=sys.stderr)
