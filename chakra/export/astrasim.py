@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
@@ -603,8 +604,7 @@ class _Planner:
             clean = list(map(known.__contains__, keys))
             now_clean = list(compress(comp, clean))  # most compute nodes of a real job's ranks
             if now_clean:
-                self.clean_compute.update(map(id, map(order.__getitem__, now_clean)))
-                self.clean_rows[cols.rows[now_clean]] = True
+                self._clean(map(id, map(order.__getitem__, now_clean)), cols.rows[now_clean])
             judged = set(now_clean)
             for i, key, ok in zip(comp, keys, clean):
                 if ok:
@@ -675,11 +675,13 @@ class _Planner:
             for name, count in raised.items():
                 self.counts[name] += k * count
 
-    def _clean(self, key: Any) -> None:
-        """A compute node (its bytes, or id with shared nodes) raised nothing: it raises nothing again."""
-        self.clean_compute.add(key)
+    def _clean(self, keys: Iterable[Any], rows: Any = None) -> None:
+        """Compute nodes (their bytes, or ids with shared nodes) raised nothing: they raise nothing
+        again. `rows`: their distinct nodes' rows (shared nodes), where the caller has them."""
+        keys = list(keys)
+        self.clean_compute.update(keys)
         if self.shared_nodes:
-            self.clean_rows[self._row_of[key]] = True
+            self.clean_rows[rows if rows is not None else [self._row_of[k] for k in keys]] = True
 
     def _dep_findings(self, r: int, n: pb.Node, ds: tuple[int, ...], ids: set[int], bad: int) -> None:
         """A node's self-dependencies and dependencies on absent ids (the first 20 of the rank's,
@@ -921,7 +923,7 @@ class _Planner:
         if t == _COMP:
             self.compute(r, n)
             if self.found == found:
-                self._clean(clean_key)
+                self._clean((clean_key,))
         elif t in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             if r not in self.memory_ranks:
                 self.memory_ranks[r] = n  # judged once the rank's last nodes are known (memory_ends)

@@ -180,10 +180,8 @@ class Simulation:
                             push(ready[slot[c]], c)
                 elif idle:
                     return
-            # ---- issue loop ----
-            if issued is not None:
-                pass
-            elif policy is None:
+            # ---- issue loop (unless the completion above decided it) ----
+            if issued is None and policy is None:
                 issued = []
                 # CPU, GPU compute, comm: while a slot is free, the smallest ready id (unrolled: hot)
                 if busy[0] and ready[0]:
@@ -208,7 +206,7 @@ class Simulation:
                     return
                 if len(issued) > 1:
                     issued.sort()
-            else:
+            elif issued is None:
                 issued = self._issue_by_policy(engines[r], r)
                 if not issued:
                     return

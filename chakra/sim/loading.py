@@ -89,11 +89,6 @@ class NodeStore:
                         break
         return np.array(got, dtype=np.int64)
 
-    def rows_digest(self, rows: Any) -> bytes:
-        """`twins.digest` of a file from its rows: files with the same rows in one generation
-        have the same nodes, byte for byte, and the rows are a tenth of their bytes to hash."""
-        return rows_digest(self.generation, rows)
-
     def decoded(self, rows: Any) -> list[Any]:
         """The decoded nodes of these rows (one object per distinct message). A message that does
         not decode raises DecodeError and leaves the store as it was before its file's `rows`."""
@@ -183,9 +178,9 @@ class FramedFiles:
         nodes = self.store.decoded(rows)
         # a file whose every node was new holds the store's own messages: kept as read (a file
         # repeating others' would keep its copies of their bytes alive, so `take` rebuilds those)
-        whole = messages if len(self.store) - before == len(messages) - 1 else None
+        kept = messages if len(self.store) - before == len(messages) - 1 else None
         # keyed as `take` will find it: by the stat of the file read (a regular one: it was read whole)
-        self.files[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = (messages[0], rows, whole)
+        self.files[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = (messages[0], rows, kept)
         return messages[0], nodes, rows
 
     def take(self, path: Path) -> Optional[tuple[list[bytes], Any]]:
@@ -294,7 +289,7 @@ class RankLoader:
         digest = None
         if engine is None and not in_memory:
             if rows is not None:
-                digest = self.store.rows_digest(rows)
+                digest = rows_digest(self.store.generation, rows)
             else:
                 digest = nodes_digest(framed) if framed is not None else file_digest(source)
             first = self.by_digest.get(digest)

@@ -56,7 +56,9 @@ def digest(framed: list[bytes]) -> bytes:
 
 def rows_digest(generation: int, rows: Any) -> bytes:
     """The digest of a file read into a job's distinct nodes (`chakra.sim.loading.NodeStore`),
-    from its nodes' rows there: another kind of key than `digest`'s, never equal to one."""
+    from its nodes' rows there (`generation`: the store's, since a cleared store numbers its rows
+    afresh). Files with the same rows in one generation have the same nodes byte for byte, and the
+    rows are a tenth of their bytes to hash; another kind of key than `digest`'s, never equal to one."""
     return blake2b(b"rows%d:" % generation + rows.tobytes(), digest_size=20).digest()
 
 
@@ -101,7 +103,7 @@ class _Layout:
 def _layout(framed: bytes) -> Optional[_Layout]:
     payload = framed[_prefix_size(framed) :]
     start = _first_attr(payload)
-    attrs = None if start is None else _attr_fields(payload, start, whole=True)
+    attrs = None if start is None else _attr_fields(payload, start, tagged=True)
     if attrs is None:
         return None
     try:
@@ -148,9 +150,9 @@ def _first_attr(payload: bytes) -> Optional[int]:
     return pos
 
 
-def _attr_fields(payload: bytes, pos: int, whole: bool = False) -> Optional[list[bytes]]:
+def _attr_fields(payload: bytes, pos: int, tagged: bool = False) -> Optional[list[bytes]]:
     """The AttributeProto bytes from `pos` to the end of a Node's bytes (with or without its
-    length prefix before), each with its tag and length where `whole`; None when anything else is
+    length prefix before), each with its tag and length where `tagged`; None when anything else is
     there."""
     out = []
     end = len(payload)
@@ -158,7 +160,7 @@ def _attr_fields(payload: bytes, pos: int, whole: bool = False) -> Optional[list
         q, at = _attr_field(payload, pos, end)
         if q < 0:
             return None
-        out.append(payload[pos if whole else q : at])
+        out.append(payload[pos if tagged else q : at])
         pos = at
     return out
 
