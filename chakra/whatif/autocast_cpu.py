@@ -37,7 +37,7 @@ from chakra.footprint import is_tensor_value
 from chakra.schema import pb
 from chakra.schema.attrs import get_attr
 from chakra.schema.kinds import resource_of
-from chakra.whatif.transforms import span_us
+from chakra.whatif.transforms import TIME_ORDER, span_us
 
 #: autocast's CPU lower-precision ops: inputs cast to bf16, output bf16.
 CPU_LOWER = frozenset(
@@ -284,7 +284,7 @@ def units(nodes: Sequence[pb.Node]) -> list[Unit]:
 
     top: dict[int, Unit] = {}
     owner: dict[int, int] = {}
-    order = sorted((n for n in nodes if n.id in parent), key=lambda n: (n.start_time_micros, n.id))
+    order = sorted((n for n in nodes if n.id in parent), key=TIME_ORDER)
     for n in order:
         anc = chain(n.id)
         aten = [a for a in anc if a.name.startswith("aten::")]
@@ -370,7 +370,7 @@ def propagate(nodes: Sequence[pb.Node]) -> list[Unit]:
     members = {m: u for u in out if u.phase == "forward" for m in u.members}
     # ops that make no autograd node record the next sequence number too: the op that made the
     # node is the last to record it
-    for n in sorted(nodes, key=lambda n: (n.start_time_micros, n.id)):
+    for n in sorted(nodes, key=TIME_ORDER):
         seq = get_attr(n, "seq_id", None)
         if seq is not None and n.id in members:
             owner_of_seq[int(seq)] = members[n.id]

@@ -39,7 +39,7 @@ from chakra.schema.kinds import MODELLED_COLLECTIVES
 from chakra.sim.config import NetworkConfig, SystemConfig, default_network, default_system
 from chakra.trace import Trace
 from chakra.whatif.recipes import clone, write_network_yaml
-from chakra.whatif.transforms import scaled_us
+from chakra.whatif.transforms import TIME_ORDER, scaled_us
 
 MAX_BANDWIDTH = 1e6  # GB/s: a dimension whose times do not depend on bytes gets this, not infinity
 STEP_TOLERANCE = 0.005  # the compute fit stops when the simulated step is this close (relative)
@@ -78,7 +78,7 @@ def measured_collectives(traces: Sequence[Trace], groups: dict[str, list[int]]) 
     for t in traces:
         rank = int(t.rank)
         coll = [n for n in t.nodes if n.type == NodeType.COMM_COLL_NODE]
-        coll.sort(key=lambda n: (n.start_time_micros, n.id))
+        coll.sort(key=TIME_ORDER)
         seq: dict[str, int] = defaultdict(int)
         for n in coll:
             ctype, size = get_attr(n, "comm_type"), get_attr(n, "comm_size")

@@ -44,7 +44,7 @@ from chakra.schema.kinds import resource_of
 from chakra.sim.steps import count_steps, overhead_record, step_time, timebase
 from chakra.trace import Trace
 from chakra.whatif import memory_recipes
-from chakra.whatif.transforms import Graph, by_name, by_resource, by_type, graphs, scaled_us, span_us
+from chakra.whatif.transforms import TIME_ORDER, Graph, by_name, by_resource, by_type, graphs, scaled_us, span_us
 
 #: Names Daydream (and the cuDNN/cuBLAS naming) marks as compute-bound or memory-bound kernels.
 COMPUTE_BOUND = r"gemm|conv|matmul|\bmm\b|::mm$|addmm|bmm|linear|baddbmm|attention|cutlass|xmma|wgrad|dgrad"
@@ -206,7 +206,7 @@ def _sync_before(g: Graph, regions: list[tuple[pb.Node, list[pb.Node]]]) -> int:
     done = 0
     for anchor, members in regions:
         host = [n for n in members if resource_of(n) == "cpu"] or [anchor]
-        first = min(host, key=lambda n: (n.start_time_micros, n.id))
+        first = min(host, key=TIME_ORDER)
         inside = {n.id for n in members}
         i = bisect.bisect_left(starts, first.start_time_micros) - 1
         while i >= 0 and device[i].id in inside:
@@ -438,11 +438,6 @@ def _uncaptured_adam_params(g: Graph) -> list[pb.Node]:
     return out
 
 
-def _in_time_order(nodes: Sequence[pb.Node]) -> list[pb.Node]:
-    """Nodes by recorded start time (then id: ties keep the trace's order)."""
-    return sorted(nodes, key=lambda n: (n.start_time_micros, n.id))
-
-
 def _add_spread(nodes: Sequence[pb.Node], each_us: float) -> int:
     """Lengthen each node by `each_us`, which may be a fraction of a µs: the rounding is carried
     from node to node (give them in time order), so the total is what was asked for. Returns µs added."""
@@ -507,7 +502,7 @@ def cuda_graphs(
         g.set_duration(steps, launch_us)
         gpu = g.select(by_type(NodeType.COMP_NODE) & by_resource("gpu"))
         g.set_duration([n for n in gpu if n.name == "queue"], 0)
-        launched = _in_time_order([n for n in gpu if n.name != "queue"])
+        launched = sorted((n for n in gpu if n.name != "queue"), key=TIME_ORDER)
         _add_spread(launched, kernel_gap_us)
         kernels += len(launched)
         joined += _in_capture_order(g, launched)
@@ -515,8 +510,8 @@ def cuda_graphs(
         for u in updates:
             ks = [k for k in launched_by.get(u.id, ()) if k.name != "queue"]
             if ks:
-                last_kernels.append(max(ks, key=lambda k: (k.start_time_micros, k.id)))
-        _add_spread(_in_time_order(last_kernels), CAPTURABLE_ADAM_KERNELS * (scalar_kernel_us + kernel_gap_us))
+                last_kernels.append(max(ks, key=TIME_ORDER))
+        _add_spread(sorted(last_kernels, key=TIME_ORDER), CAPTURABLE_ADAM_KERNELS * (scalar_kernel_us + kernel_gap_us))
         params += len(last_kernels)
     notes = [
         f"{host_us:,} µs of host tasks -> one {launch_us:g} µs graph launch per step; {kernels:,} kernels "
@@ -728,7 +723,7 @@ def data_parallel(
     except re.error as exc:
         raise InputError(f"bad pattern: {exc}") from None
     (g,) = graphs(clone(traces))
-    ordered = _in_time_order(list(g.nodes.values()))
+    ordered = sorted(g.nodes.values(), key=TIME_ORDER)
     cap = int(bucket_mb * 2**20)
     first_cap = int(min(first_bucket_mb, bucket_mb) * 2**20)
     segments: list[tuple[list[pb.Node], Optional[pb.Node]]] = []

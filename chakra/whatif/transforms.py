@@ -23,6 +23,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Optional, Union
 
 from chakra.errors import InputError
@@ -480,6 +481,10 @@ def by_annotation(graph: Graph, pattern: str) -> Pred:
         return k >= 0 and n.start_time_micros + n.duration_micros <= merged[k][1] and merged[k][1] > merged[k][0]
 
     return Pred(inside, f"in /{pattern}/")
+
+
+#: Sort key of nodes in recorded time order: by start, then id (ties keep the trace's order).
+TIME_ORDER = attrgetter("start_time_micros", "id")
 
 
 def span_us(node: pb.Node) -> int:
