@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tools.truthcases
@@ -92,21 +93,30 @@ def converted_ddp8(cache: Path) -> Path:
     return real
 
 
-def write_distinct(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
-    """The recorded DDP run, synthesized to n ranks and exported for ASTRA-sim (kept in `cache`)."""
-    real = converted_ddp8(cache)
-    folder = cache / f"distinct{n}"
-    prefix = folder / "a"
+def cached_case(folder: Path, prefix: Path, configs: Path, what: str, make: Callable[[], None]) -> tuple[Path, ...]:
+    """A case made once in `folder` (`make`, then a `done` mark that later runs reuse it by):
+    (PREFIX, network, system, memory), the configs at CONFIGS.network.yml and beside it."""
     done = folder / "done"
     if not done.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        print(f"synthesizing and exporting {n} distinct ranks (kept in {folder})", file=sys.stderr, flush=True)
-        chakra_cmd("synthesize", str(real), "--ranks", str(n), "-o", str(folder / "s"))
+        print(f"{what} (kept in {folder})", file=sys.stderr, flush=True)
+        make()
+        done.write_text("")
+    return prefix, *(Path(f"{configs}.{x}") for x in ("network.yml", "system.json", "memory.json"))
+
+
+def write_distinct(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
+    """The recorded DDP run, synthesized to n ranks and exported for ASTRA-sim (kept in `cache`)."""
+    folder = cache / f"distinct{n}"
+    prefix = folder / "a"
+
+    def make() -> None:
+        chakra_cmd("synthesize", str(converted_ddp8(cache)), "--ranks", str(n), "-o", str(folder / "s"))
         chakra_cmd("export", "astra-sim", str(folder / "s"), "--backend", "unaware", "-o", str(prefix))
         for f in folder.glob("s.*"):
             f.unlink()
-        done.write_text("")
-    return prefix, *(Path(f"{prefix}.{x}") for x in ("network.yml", "system.json", "memory.json"))  # type: ignore[return-value]
+
+    return cached_case(folder, prefix, prefix, f"synthesizing and exporting {n} distinct ranks", make)  # type: ignore[return-value]
 
 
 def write_synthesized(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
@@ -116,14 +126,12 @@ def write_synthesized(cache: Path, n: int) -> tuple[Path, Path, Path, Path]:
 
     folder = cache / f"synth{n}"
     prefix = folder / "s"
-    done = folder / "done"
-    if not done.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        print(f"synthesizing {n} distinct ranks (kept in {folder})", file=sys.stderr, flush=True)
+
+    def make() -> None:
         chakra_cmd("synthesize", str(converted_ddp8(cache)), "--ranks", str(n), "-o", str(prefix))
         write_configs(folder / "config", n, backend="unaware")
-        done.write_text("")
-    return prefix, *(folder / f"config.{x}" for x in ("network.yml", "system.json", "memory.json"))  # type: ignore[return-value]
+
+    return cached_case(folder, prefix, folder / "config", f"synthesizing {n} distinct ranks", make)  # type: ignore[return-value]
 
 
 def growth(cache: Path, counts: list[int], timeout: float, as_json: bool) -> None:
