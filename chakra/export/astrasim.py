@@ -298,6 +298,10 @@ class _Planner:
         # raise `cpu-compute` on every kernel of every rank)
         self._verdicts: list[tuple[list[tuple[str, bool]], dict[str, int]]] = []
         self._verdict_by_attrs: dict[tuple[bytes, ...], int] = {}
+        # one verdict per distinct outcome: kernels that differ in their durations only raise the same
+        # findings, and `_replay` then tallies a rank's nodes in one selection per outcome, not one
+        # per distinct attributes (a real rank's hundreds)
+        self._verdict_ids: dict[tuple, int] = {}
         replays = summarise and shared_nodes and raw is not None  # only fixes are per node: not kept there
         self._verdict_of_row = _no_rows(len(self._row_of) if replays else 0).astype("int32") - 1
         self._trail: Optional[list[tuple[str, bool]]] = None
@@ -645,8 +649,12 @@ class _Planner:
         if not trail or any(code in UNSUMMARISED for code, _ in trail):
             return
         raised = {k: v - counts.get(k, 0) for k, v in self.counts.items() if v != counts.get(k, 0)}
-        vid = self._verdict_by_attrs[key] = len(self._verdicts)
-        self._verdicts.append((trail, raised))
+        outcome = (tuple(trail), tuple(raised.items()))
+        vid = self._verdict_ids.get(outcome)
+        if vid is None:
+            vid = self._verdict_ids[outcome] = len(self._verdicts)
+            self._verdicts.append((trail, raised))
+        self._verdict_by_attrs[key] = vid
         self._verdict_of_row[row] = vid
 
     def _replay(self, r: int, cols: _RankColumns, replayed: list[int]) -> None:
