@@ -137,18 +137,21 @@ class Simulation:
         # each rank's arrays in one tuple: one unpack per event instead of ten attribute loads
         # (they stay the same objects for the whole run)
         arrays = [(e.ready, e.busy, e.end, e.slot, e.ptr, e.cidx, e.left, e.kind, e.start, e.delay) for e in engines]
+        # nodes left per rank in one list for the run (written back after it): a completion then
+        # touches no engine object, one memory line fewer per event across thousands of ranks
+        remaining = [e.remaining for e in engines]
 
         def on_node(t: int, r: int, row: int) -> None:
             ready, busy, end, slot, ptr, cidx, left, kind, start, delay = arrays[r]
             issued: Any = None
             if row >= 0:  # a completion: free its slot, release its children
-                e = engines[r]
                 end[row] = t
                 s = slot[row]
                 if s != S_FREE:
                     busy[s] += 1
-                e.remaining -= 1
+                remaining[r] -= 1
                 if log is not None:
+                    e = engines[r]
                     log(("callback", r, t, int(e.ids[row]), e.names[row] if e.names else ""))
                 # After every issue loop each slot has no free capacity or nothing ready (and the
                 # exempt list is empty), so a completion changes only its own slot and its
@@ -260,7 +263,11 @@ class Simulation:
         else:
             for r in range(len(engines)):
                 clock.schedule(0, r, -1)  # kick: issue the initially ready nodes
-        clock.run(on_node)
+        try:
+            clock.run(on_node)
+        finally:
+            for e, left_over in zip(engines, remaining):
+                e.remaining = left_over
         if self.fold is not None:
             if messenger.mismatched or any(engines[r].remaining for r in self.fold.reps):
                 raise FoldRefused("unmatched messages or a deadlock: the full run words them")
