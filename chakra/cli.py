@@ -143,6 +143,19 @@ def _broken_command(name: str, exc: BaseException) -> None:
 
 
 def main() -> None:
+    """The `chakra` command on `sys.argv`, ending in SystemExit with its exit code (what a Python
+    caller or a test gets; the program itself runs `run`)."""
+    sys.exit(_command())
+
+
+def run() -> None:
+    """The `chakra` program: `main`, then the process ends without the interpreter's teardown
+    where that is safe (`_leave`)."""
+    _leave(_command())
+
+
+def _command() -> Any:
+    """Run the command on `sys.argv`; its exit code."""
     from chakra.cli_streams import flush_streams, install, stopped_by
     from chakra.errors import ReaderGone, StreamError
 
@@ -166,6 +179,35 @@ def main() -> None:
             from chakra.cli_common import say_interrupted
 
             code = say_interrupted(stopped_by())
+    return code
+
+
+def _leave(code: Any) -> None:
+    """End the process with `code` once the command is done.
+
+    Tearing the interpreter down frees, object by object, everything a command left alive (and a
+    last garbage collection walks it first): 0.15-0.2 s of CPU after a large conversion has
+    written its output, and 4% of a 1,024-rank simulation's command. Where nothing else can still
+    be running (no other thread: an executor or a Dask client keeps one), the exit handlers run
+    (logging, temporary folders, coverage, ...), the standard streams are flushed, and the process
+    ends without the teardown, as the OS reclaims its memory anyway. Under a profiler or a tracer
+    (`python -m cProfile`, a debugger), or with an exit message, the interpreter ends as usual."""
+    import threading
+
+    if (
+        isinstance(code, (int, type(None)))
+        and threading.active_count() == 1
+        and sys.getprofile() is None
+        and sys.gettrace() is None
+    ):
+        import atexit
+
+        from chakra.cli_streams import flush_streams
+
+        atexit._run_exitfuncs()
+        with contextlib.suppress(Exception):  # a stream that failed was reported by `_command`
+            flush_streams()
+        os._exit(int(code or 0) & 0xFF)
     sys.exit(code)
 
 
@@ -177,4 +219,4 @@ def _say_error(message: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run()
