@@ -320,12 +320,23 @@ def _prefix_size(framed: bytes) -> int:
     return k + 1
 
 
-def runtime_message(name: str, build: Callable[[Any], None], dependency: Sequence[str] = ()) -> Any:
+#: FieldDescriptorProto's label and type numbers (descriptor.proto) the runtime messages use
+REPEATED, MESSAGE, BYTES = 3, 11, 12
+
+#: A runtime message: its name and fields, each (name, number, label, type, type name or "")
+RuntimeMessage = tuple[str, tuple[tuple[str, int, int, int, str], ...]]
+
+
+def runtime_message(name: str, messages: Sequence[RuntimeMessage], dependency: Sequence[str] = ()) -> Any:
     """The class of message `chakra_internal.<name>` in protobuf's default pool: defined the first
-    time by `build`, which adds the message types to a new `FileDescriptorProto` (package
+    time, with the message types `messages` (in that order) in a file of their own (package
     `chakra_internal`, importing `dependency`). For views of the wire form that one upb call can
-    parse; they never appear in files."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
+    parse; they never appear in files.
+
+    The file's FileDescriptorProto is written here (`_file_descriptor`) rather than built with
+    `descriptor_pb2`, whose import builds descriptor.proto's own descriptors: about 8 M
+    instructions, 1% of a small `chakra simulate`, which imports this module for `NodeBatch`."""
+    from google.protobuf import descriptor_pool
     from google.protobuf.message_factory import GetMessageClass
 
     full = f"chakra_internal.{name}"
@@ -333,32 +344,42 @@ def runtime_message(name: str, build: Callable[[Any], None], dependency: Sequenc
     try:
         descriptor = pool.FindMessageTypeByName(full)
     except KeyError:
-        fdp = descriptor_pb2.FileDescriptorProto(
-            name=f"chakra_internal/{name.lower()}.proto",
-            package="chakra_internal",
-            dependency=list(dependency),
-            syntax="proto3",
-        )
-        build(fdp)
-        pool.Add(fdp)
+        pool.AddSerializedFile(_file_descriptor(f"chakra_internal/{name.lower()}.proto", dependency, messages))
         descriptor = pool.FindMessageTypeByName(full)
     return GetMessageClass(descriptor)
 
 
-def _node_batch(fdp: Any) -> None:
-    """`NodeBatch { repeated ChakraProtoMsg.Node nodes = 1; }`.
+def _file_descriptor(path: str, dependency: Sequence[str], messages: Sequence[RuntimeMessage]) -> bytes:
+    """The serialized FileDescriptorProto of a proto3 file `path` in package `chakra_internal`:
+    name (1), package (2), dependency (3), message_type (4: DescriptorProto name 1, field 2:
+    FieldDescriptorProto name 1, number 3, label 4, type 5, type_name 6) and syntax (12), in the
+    order protobuf writes them."""
 
-    A length-delimited stream becomes the wire form of that repeated field by putting the tag
-    byte 0x0A before each message, so one upb call parses a whole batch of nodes, instead of one
-    Python-level FromString call per node.
-    """
-    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+    def text(number: int, value: str) -> bytes:
+        return _length_field(number, value.encode())
 
-    msg = fdp.message_type.add(name="NodeBatch")
-    msg.field.add(name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE, type_name=".ChakraProtoMsg.Node")
+    out = [text(1, path), text(2, "chakra_internal"), *(text(3, d) for d in dependency)]
+    for message, fields in messages:
+        parts = [text(1, message)]
+        for field, number, label, kind, type_name in fields:
+            body = text(1, field) + b"\x18" + encode_varint(number) + b"\x20" + encode_varint(label)
+            body += b"\x28" + encode_varint(kind) + (text(6, type_name) if type_name else b"")
+            parts.append(_length_field(2, body))
+        out.append(_length_field(4, b"".join(parts)))
+    out.append(text(12, "proto3"))
+    return b"".join(out)
 
 
-NodeBatch = runtime_message("NodeBatch", _node_batch, [pb.DESCRIPTOR.name])
+def _length_field(number: int, payload: bytes) -> bytes:
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+#: `NodeBatch { repeated ChakraProtoMsg.Node nodes = 1; }`. A length-delimited stream becomes the
+#: wire form of that repeated field by putting the tag byte 0x0A before each message, so one upb
+#: call parses a whole batch of nodes, instead of one Python-level FromString call per node.
+NodeBatch = runtime_message(
+    "NodeBatch", [("NodeBatch", (("nodes", 1, REPEATED, MESSAGE, ".ChakraProtoMsg.Node"),))], [pb.DESCRIPTOR.name]
+)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1519,19 +1519,15 @@ def _attr_views() -> Any:
     (`AttrViews { repeated AttrView nodes = 1; } AttrView { repeated bytes attr = 10; }`): one upb
     call turns a batch of framed Node messages (`chakra.io.NodeBatch`'s wire form) into each node's
     attributes exactly as serialized, the other fields skipped. Built once, at run time."""
-    from chakra.io import runtime_message
+    from chakra.io import BYTES, MESSAGE, REPEATED, runtime_message
 
-    def build(fdp: Any) -> None:
-        from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
-
-        view = fdp.message_type.add(name="AttrView")
-        view.field.add(name="attr", number=10, label=F.LABEL_REPEATED, type=F.TYPE_BYTES)
-        views = fdp.message_type.add(name="AttrViews")
-        views.field.add(
-            name="nodes", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE, type_name=".chakra_internal.AttrView"
-        )
-
-    return runtime_message("AttrViews", build)
+    return runtime_message(
+        "AttrViews",
+        [
+            ("AttrView", (("attr", 10, REPEATED, BYTES, ""),)),
+            ("AttrViews", (("nodes", 1, REPEATED, MESSAGE, ".chakra_internal.AttrView"),)),
+        ],
+    )
 
 
 def plan(

@@ -42,9 +42,10 @@ HEAVY = (
 
 # Never needed for a small simulation either: plain configs (chakra/configfile.py) spare it
 # PyYAML; the feeder (the simulator indexes with chakra.feeder.table alone) and the progress bar
-# that is off are not imported, nor numpy.ma (np.unique imports it). numpy is: the simulator indexes
-# and compiles every rank with it.
-SMALL_PATH_HEAVY = ("yaml", "chakra.feeder.et_feeder", "rich.progress")
+# that is off are not imported, nor numpy.ma (np.unique imports it), nor protobuf's descriptor_pb2
+# (chakra.io writes its runtime messages' descriptors itself). numpy is: the simulator indexes and
+# compiles every rank with it.
+SMALL_PATH_HEAVY = ("yaml", "chakra.feeder.et_feeder", "rich.progress", "google.protobuf.descriptor_pb2")
 
 
 def _run_simulate(args: list[str], env: dict[str, str]) -> tuple[str, set[str], int]:
