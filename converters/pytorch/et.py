@@ -409,9 +409,8 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     """`_nested_op` for a typed record (same result as for the same node as a dict).
 
     This runs for every node of a big trace, so the usual case is inlined: `_set_known` where
-    every attribute has its usual type and range, and each `inputs`/`outputs` record read as
-    (values, shapes, types) as `_nested_op` reads them from a dict (None for `{}`: every field unset;
-    msgspec.UNSET is falsy, so `or []` covers an absent list as it covers a null one)."""
+    every attribute has its usual type and range, and each `inputs`/`outputs` record read by
+    `_io_of` as `_nested_op` reads them from a dict."""
     parent = node.ctrl_deps
     if isinstance(parent, list):
         parent = parent[0] if parent else 0
@@ -438,22 +437,8 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
                 _set_attrs(op, {a.name: a.value for a in attrs})
         else:
             _set_attrs(op, {a.name: a.value for a in attrs})
-    i = node.inputs
-    if i is None:
-        ins = None
-    else:
-        ins = (i.values or [], i.shapes or [], i.types or [])
-        if not (ins[0] or ins[1] or ins[2]) and i.values is _UNSET and i.shapes is _UNSET and i.types is _UNSET \
-                and i.strides is _UNSET:  # fmt: skip
-            ins = None
-    o = node.outputs
-    if o is None:
-        outs = None
-    else:
-        outs = (o.values or [], o.shapes or [], o.types or [])
-        if not (outs[0] or outs[1] or outs[2]) and o.values is _UNSET and o.shapes is _UNSET and o.types is _UNSET \
-                and o.strides is _UNSET:  # fmt: skip
-            outs = None
+    ins = _io_of(node.inputs)
+    outs = _io_of(node.outputs)
     # `_finish`, inlined
     roles = _ROLES.get(name)
     if roles is None:
@@ -470,6 +455,17 @@ def _record_op(node: _NodeRecord, keep_io: bool = True) -> Op:
     else:
         op.inputs = op.outputs = None
     return op
+
+
+def _io_of(record: Optional[_NodeIO]) -> Optional[tuple]:
+    """An inputs/outputs record as `_nested_op` reads the same dict: None for an absent or empty
+    (`{}`: every field unset) one, else (values, shapes, types), a missing or null list as []
+    (msgspec.UNSET is falsy, so `or []` covers an absent list as it covers a null one)."""
+    if record is None or (
+        record.values is _UNSET and record.shapes is _UNSET and record.types is _UNSET and record.strides is _UNSET
+    ):
+        return None
+    return (record.values or [], record.shapes or [], record.types or [])
 
 
 def _flat_op(node: dict, keep_io: bool = True) -> Op:
